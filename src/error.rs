@@ -1,0 +1,120 @@
+//! Errors are values that name what failed: the file, the page, the LSN.
+//!
+//! A panic is reserved for a broken invariant of our own code. Bytes read
+//! from disk never panic: they produce [`Error::Corruption`] naming the file
+//! and the position.
+
+use std::path::PathBuf;
+
+/// The result type used throughout untorn.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in untorn.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operating-system call failed on a file.
+    #[error("I/O error on {path}: {op}: {source}")]
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// An fsync (or fdatasync) failed. After PostgreSQL's 2018 "fsyncgate"
+    /// we never retry: the kernel may already have dropped the dirty data
+    /// and marked it clean, so a second fsync could "succeed" over lost
+    /// writes. The process must stop and recover from the WAL.
+    #[error("fatal: fsync failed on {path}: {source}; the database must be restarted and recovered from the WAL")]
+    FsyncFailed {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A previous fsync failure poisoned the file layer: no further writes
+    /// or syncs are allowed in this process.
+    #[error("fatal: the file layer is stopped after an earlier fsync failure on {path}")]
+    Poisoned { path: PathBuf },
+
+    /// Bytes on disk are not what they must be.
+    #[error("corruption in {path} at {location}: {detail}")]
+    Corruption {
+        path: PathBuf,
+        /// Where in the file: "block 17", "offset 8192", "LSN 0/1A2B".
+        location: String,
+        detail: String,
+    },
+
+    /// A page failed its checksum.
+    #[error(
+        "checksum mismatch in {path} block {block}: calculated {calculated:#x}, stored {stored:#x}"
+    )]
+    ChecksumMismatch {
+        path: PathBuf,
+        block: u64,
+        calculated: u32,
+        stored: u32,
+    },
+
+    /// A setting has a value outside its range, or contradicts the database.
+    #[error("invalid setting {name}: {detail}")]
+    InvalidSetting { name: &'static str, detail: String },
+
+    /// The database was created with other fixed sizes than the ones asked for.
+    #[error("setting {name} mismatch: the database was created with {on_disk}, but {requested} was requested")]
+    SettingMismatch {
+        name: &'static str,
+        on_disk: String,
+        requested: String,
+    },
+
+    /// The directory is missing or is not an untorn database.
+    #[error("{path} is not an untorn database: {detail}")]
+    NotADatabase { path: PathBuf, detail: String },
+
+    /// The directory already holds a database.
+    #[error("{path} already holds a database")]
+    AlreadyExists { path: PathBuf },
+
+    /// A caller asked for something that cannot be done.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// Wraps an `std::io::Error` with the file and the operation.
+    pub fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            op,
+            source,
+        }
+    }
+
+    /// A corruption error naming the file and where in it.
+    pub fn corruption(
+        path: impl Into<PathBuf>,
+        location: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Error {
+        Error::Corruption {
+            path: path.into(),
+            location: location.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// True for errors after which the process must stop and recover.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::FsyncFailed { .. } | Error::Poisoned { .. })
+    }
+
+    /// True when the disk is full (ENOSPC).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error() == Some(libc::ENOSPC),
+            _ => false,
+        }
+    }
+}

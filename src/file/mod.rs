@@ -1,0 +1,196 @@
+//! The file layer: every open, read, write, fsync, rename and directory
+//! fsync of the engine passes through the [`FileSystem`] and [`File`] traits.
+//!
+//! Rules:
+//! - Each call names who issues it ([`Issuer`]); each file knows its
+//!   [`FileKind`]. The I/O statistics ([`crate::stats::IoStats`]) are kept
+//!   per (issuer, kind).
+//! - A failed fsync is fatal. The implementation returns
+//!   [`Error::FsyncFailed`](crate::Error::FsyncFailed) and from then on
+//!   refuses every write and sync with `Error::Poisoned`: a second fsync must
+//!   never report success over writes the kernel already dropped.
+//! - Implementations: [`posix::PosixFileSystem`] (libc pread/pwrite, so strace
+//!   and LD_PRELOAD recorders see every call). The crash laboratory's
+//!   simulated layer and the device model stand in behind the same traits.
+
+pub mod posix;
+pub mod segmented;
+
+use crate::error::Result;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Who issues an I/O call, as in PostgreSQL's pg_stat_io `backend_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Issuer {
+    /// A client (foreground) thread.
+    Client,
+    /// The background writer.
+    BackgroundWriter,
+    /// The checkpointer.
+    Checkpointer,
+    /// The WAL writer / a group-commit flush leader.
+    WalWriter,
+    /// Crash recovery.
+    Recovery,
+    /// An offline tool (init, inspect, verify).
+    Tool,
+}
+
+impl Issuer {
+    pub const ALL: [Issuer; 6] = [
+        Issuer::Client,
+        Issuer::BackgroundWriter,
+        Issuer::Checkpointer,
+        Issuer::WalWriter,
+        Issuer::Recovery,
+        Issuer::Tool,
+    ];
+    pub fn index(self) -> usize {
+        self as usize
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Issuer::Client => "client",
+            Issuer::BackgroundWriter => "background_writer",
+            Issuer::Checkpointer => "checkpointer",
+            Issuer::WalWriter => "wal_writer",
+            Issuer::Recovery => "recovery",
+            Issuer::Tool => "tool",
+        }
+    }
+}
+
+/// What a file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileKind {
+    Data,
+    Wal,
+    DoubleWrite,
+    Control,
+}
+
+impl FileKind {
+    pub const ALL: [FileKind; 4] = [
+        FileKind::Data,
+        FileKind::Wal,
+        FileKind::DoubleWrite,
+        FileKind::Control,
+    ];
+    pub fn index(self) -> usize {
+        self as usize
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Data => "data",
+            FileKind::Wal => "wal",
+            FileKind::DoubleWrite => "double_write",
+            FileKind::Control => "control",
+        }
+    }
+}
+
+/// How to open a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Fail if the file exists (with `create`).
+    pub create_new: bool,
+    /// Open read-only.
+    pub read_only: bool,
+    /// Bypass the page cache (O_DIRECT): buffers and offsets must be aligned.
+    pub direct: bool,
+}
+
+impl OpenOptions {
+    pub fn read_write() -> Self {
+        OpenOptions::default()
+    }
+    pub fn read_only() -> Self {
+        OpenOptions {
+            read_only: true,
+            ..Default::default()
+        }
+    }
+    pub fn create() -> Self {
+        OpenOptions {
+            create: true,
+            ..Default::default()
+        }
+    }
+    pub fn create_new() -> Self {
+        OpenOptions {
+            create: true,
+            create_new: true,
+            ..Default::default()
+        }
+    }
+}
+
+/// An open file. All offsets are absolute (pread/pwrite); a file may be
+/// shared between threads.
+pub trait File: Send + Sync {
+    /// The path the file was opened with (for error messages).
+    fn path(&self) -> &Path;
+    /// What the file holds.
+    fn kind(&self) -> FileKind;
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read
+    /// (fewer only at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<usize>;
+    /// Writes all of `buf` at `offset`.
+    fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()>;
+    /// Writes the buffers back to back starting at `offset` (pwritev).
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64, who: Issuer) -> Result<()>;
+    /// fsync: data and metadata durable.
+    fn sync_all(&self, who: Issuer) -> Result<()>;
+    /// fdatasync: data (and the size, if it changed) durable.
+    fn sync_data(&self, who: Issuer) -> Result<()>;
+    /// Asks the kernel to start writing back a range (sync_file_range
+    /// SYNC_FILE_RANGE_WRITE). Makes nothing durable.
+    fn writeback_hint(&self, offset: u64, len: u64, who: Issuer) -> Result<()>;
+    /// Reserves space (posix_fallocate) so later writes do not hit ENOSPC
+    /// and fdatasync need not write metadata.
+    fn allocate(&self, offset: u64, len: u64, who: Issuer) -> Result<()>;
+    /// Sets the file's length.
+    fn set_len(&self, len: u64, who: Issuer) -> Result<()>;
+    /// The file's current length.
+    fn len(&self) -> Result<u64>;
+
+    /// Reads exactly `buf.len()` bytes, or fails with a corruption error
+    /// naming the file and offset when the file is shorter.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<()> {
+        let n = self.read_at(buf, offset, who)?;
+        if n < buf.len() {
+            return Err(crate::Error::corruption(
+                self.path(),
+                format!("offset {offset}"),
+                format!(
+                    "short read: wanted {} bytes, file ends after {n}",
+                    buf.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The directory-level operations and the factory for [`File`]s.
+pub trait FileSystem: Send + Sync {
+    /// Opens (or creates) a file.
+    fn open(&self, path: &Path, kind: FileKind, opts: OpenOptions) -> Result<Arc<dyn File>>;
+    /// Renames a file; durable only after [`FileSystem::sync_dir`].
+    fn rename(&self, from: &Path, to: &Path, kind: FileKind, who: Issuer) -> Result<()>;
+    /// Removes a file; durable only after [`FileSystem::sync_dir`].
+    fn remove(&self, path: &Path, kind: FileKind, who: Issuer) -> Result<()>;
+    /// fsyncs a directory, making creations, renames and removals in it durable.
+    fn sync_dir(&self, dir: &Path, who: Issuer) -> Result<()>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// True if the path exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// The names of the entries in a directory, sorted.
+    fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>>;
+}

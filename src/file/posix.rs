@@ -1,0 +1,358 @@
+//! The real file layer: POSIX calls through libc (std::fs and the `libc`
+//! crate), so strace and LD_PRELOAD-based recorders see every write and fsync.
+
+use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
+use crate::error::{Error, Result};
+use crate::stats::{IoOp, IoStats};
+use parking_lot::Mutex;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Shared between a file system and its files: set at the first failed
+/// fsync, after which nothing may be written or synced again.
+#[derive(Default)]
+struct Poison {
+    failed_path: Mutex<Option<PathBuf>>,
+}
+
+impl Poison {
+    fn check(&self) -> Result<()> {
+        match &*self.failed_path.lock() {
+            Some(path) => Err(Error::Poisoned { path: path.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn set(&self, path: &Path) {
+        let mut guard = self.failed_path.lock();
+        if guard.is_none() {
+            *guard = Some(path.to_path_buf());
+        }
+    }
+}
+
+/// The POSIX file system.
+pub struct PosixFileSystem {
+    stats: Arc<IoStats>,
+    poison: Arc<Poison>,
+}
+
+impl PosixFileSystem {
+    pub fn new(stats: Arc<IoStats>) -> Self {
+        PosixFileSystem {
+            stats,
+            poison: Arc::new(Poison::default()),
+        }
+    }
+
+    /// The statistics this layer records into.
+    pub fn stats(&self) -> &Arc<IoStats> {
+        &self.stats
+    }
+}
+
+impl Default for PosixFileSystem {
+    fn default() -> Self {
+        PosixFileSystem::new(Arc::new(IoStats::default()))
+    }
+}
+
+struct PosixFile {
+    file: std::fs::File,
+    path: PathBuf,
+    kind: FileKind,
+    stats: Arc<IoStats>,
+    poison: Arc<Poison>,
+}
+
+impl PosixFile {
+    fn fsync_result(&self, res: std::io::Result<()>) -> Result<()> {
+        res.map_err(|source| {
+            // The kernel may have dropped the dirty pages and marked them
+            // clean: poison everything so nobody retries (fsyncgate).
+            self.poison.set(&self.path);
+            Error::FsyncFailed {
+                path: self.path.clone(),
+                source,
+            }
+        })
+    }
+}
+
+impl File for PosixFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn kind(&self) -> FileKind {
+        self.kind
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io(&self.path, "pread", e)),
+            }
+        }
+        self.stats.record(who, self.kind, IoOp::Read, done as u64);
+        Ok(done)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|e| Error::io(&self.path, "pwrite", e))?;
+        self.stats
+            .record(who, self.kind, IoOp::Write, buf.len() as u64);
+        Ok(())
+    }
+
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64, who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let mut written = 0usize;
+        // Loop because pwritev may write less than asked; IOV_MAX bounds
+        // one call, so go in chunks.
+        while written < total {
+            let mut iov = Vec::with_capacity(bufs.len().min(1024));
+            let mut skip = written;
+            for b in bufs {
+                if skip >= b.len() {
+                    skip -= b.len();
+                    continue;
+                }
+                iov.push(libc::iovec {
+                    iov_base: b[skip..].as_ptr() as *mut libc::c_void,
+                    iov_len: b.len() - skip,
+                });
+                skip = 0;
+                if iov.len() == 1024 {
+                    break;
+                }
+            }
+            // SAFETY: every iovec points into a live slice of `bufs`, which
+            // outlives the call; pwritev only reads from them.
+            let n = unsafe {
+                libc::pwritev(
+                    self.file.as_raw_fd(),
+                    iov.as_ptr(),
+                    iov.len() as libc::c_int,
+                    (offset + written as u64) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Error::io(&self.path, "pwritev", e));
+            }
+            if n == 0 {
+                return Err(Error::io(
+                    &self.path,
+                    "pwritev",
+                    std::io::Error::new(std::io::ErrorKind::WriteZero, "wrote zero bytes"),
+                ));
+            }
+            written += n as usize;
+        }
+        self.stats.record(who, self.kind, IoOp::Write, total as u64);
+        Ok(())
+    }
+
+    fn sync_all(&self, who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        let res = self.file.sync_all();
+        self.stats.record(who, self.kind, IoOp::Fsync, 0);
+        self.fsync_result(res)
+    }
+
+    fn sync_data(&self, who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        let res = self.file.sync_data();
+        self.stats.record(who, self.kind, IoOp::Fsync, 0);
+        self.fsync_result(res)
+    }
+
+    fn writeback_hint(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        // SAFETY: plain syscall on an fd we own; no memory is passed.
+        let rc = unsafe {
+            libc::sync_file_range(
+                self.file.as_raw_fd(),
+                offset as libc::off64_t,
+                len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
+        };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            // Not every file system supports it; it is only a hint.
+            if e.raw_os_error() != Some(libc::ENOSYS) && e.raw_os_error() != Some(libc::EINVAL) {
+                return Err(Error::io(&self.path, "sync_file_range", e));
+            }
+        }
+        self.stats.record(who, self.kind, IoOp::Writeback, len);
+        Ok(())
+    }
+
+    fn allocate(&self, offset: u64, len: u64, _who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        // SAFETY: plain syscall on an fd we own.
+        let rc = unsafe {
+            libc::posix_fallocate(
+                self.file.as_raw_fd(),
+                offset as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            // File systems without fallocate: extend with set_len instead.
+            libc::EOPNOTSUPP | libc::EINVAL => {
+                let cur = self.len()?;
+                if cur < offset + len {
+                    self.file
+                        .set_len(offset + len)
+                        .map_err(|e| Error::io(&self.path, "ftruncate", e))?;
+                }
+                Ok(())
+            }
+            code => Err(Error::io(
+                &self.path,
+                "posix_fallocate",
+                std::io::Error::from_raw_os_error(code),
+            )),
+        }
+    }
+
+    fn set_len(&self, len: u64, _who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        self.file
+            .set_len(len)
+            .map_err(|e| Error::io(&self.path, "ftruncate", e))
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| Error::io(&self.path, "fstat", e))
+    }
+}
+
+impl FileSystem for PosixFileSystem {
+    fn open(&self, path: &Path, kind: FileKind, opts: OpenOptions) -> Result<Arc<dyn File>> {
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true);
+        if !opts.read_only {
+            o.write(true);
+        }
+        if opts.create_new {
+            o.create_new(true);
+        } else if opts.create {
+            o.create(true);
+        }
+        if opts.direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        let file = o.open(path).map_err(|e| Error::io(path, "open", e))?;
+        Ok(Arc::new(PosixFile {
+            file,
+            path: path.to_path_buf(),
+            kind,
+            stats: self.stats.clone(),
+            poison: self.poison.clone(),
+        }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path, _kind: FileKind, _who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        std::fs::rename(from, to).map_err(|e| Error::io(from, "rename", e))
+    }
+
+    fn remove(&self, path: &Path, _kind: FileKind, _who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        std::fs::remove_file(path).map_err(|e| Error::io(path, "unlink", e))
+    }
+
+    fn sync_dir(&self, dir: &Path, who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        let d = std::fs::File::open(dir).map_err(|e| Error::io(dir, "open directory", e))?;
+        let res = d.sync_all();
+        self.stats.record(who, FileKind::Control, IoOp::Fsync, 0);
+        res.map_err(|source| {
+            self.poison.set(dir);
+            Error::FsyncFailed {
+                path: dir.to_path_buf(),
+                source,
+            }
+        })
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, "readdir", e))? {
+            let entry = entry.map_err(|e| Error::io(dir, "readdir", e))?;
+            out.push(entry.path());
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_read_sync_and_vectored() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFileSystem::default();
+        let f = fs
+            .open(&dir.path().join("a"), FileKind::Data, OpenOptions::create())
+            .unwrap();
+        f.write_at(b"hello", 0, Issuer::Client).unwrap();
+        f.write_vectored_at(&[b" ", b"world", b"!"], 5, Issuer::Checkpointer)
+            .unwrap();
+        f.sync_data(Issuer::Checkpointer).unwrap();
+        let mut buf = [0u8; 12];
+        f.read_exact_at(&mut buf, 0, Issuer::Client).unwrap();
+        assert_eq!(&buf, b"hello world!");
+        let mut big = [0u8; 20];
+        assert!(f.read_exact_at(&mut big, 0, Issuer::Client).is_err());
+        assert_eq!(fs.stats().calls(FileKind::Data, IoOp::Write), 2);
+        assert_eq!(fs.stats().calls(FileKind::Data, IoOp::Fsync), 1);
+        f.allocate(0, 65536, Issuer::Client).unwrap();
+        assert_eq!(f.len().unwrap(), 65536);
+        f.writeback_hint(0, 8192, Issuer::Checkpointer).unwrap();
+    }
+
+    #[test]
+    fn fsync_failure_poisons_the_layer() {
+        let fs = PosixFileSystem::default();
+        let dir = tempfile::tempdir().unwrap();
+        let f = fs
+            .open(&dir.path().join("a"), FileKind::Wal, OpenOptions::create())
+            .unwrap();
+        fs.poison.set(&dir.path().join("a"));
+        let e = f.write_at(b"x", 0, Issuer::Client).unwrap_err();
+        assert!(e.is_fatal(), "{e}");
+        assert!(f.sync_data(Issuer::WalWriter).unwrap_err().is_fatal());
+    }
+}
