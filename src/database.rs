@@ -1,1 +1,102 @@
-//! TODO
+//! Creating and opening a database directory.
+//!
+//! Layout of a database directory (docs/FORMAT.md):
+//! - `untorn.control`: the control file;
+//! - `wal/`: WAL segment files;
+//! - `data/`: data files, one per table, in segments (`N`, `N.1`, ...).
+
+use crate::checkpoint::CheckpointInfo;
+use crate::control::{ControlFile, DbState};
+use crate::error::{Error, Result};
+use crate::file::{FileSystem, Issuer};
+use crate::settings::{CreationSettings, RequestedCreationSettings};
+use crate::wal::{RecordData, RecordKind, Wal, WalConfig};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The WAL directory's name.
+pub const WAL_DIR: &str = "wal";
+/// The data directory's name.
+pub const DATA_DIR: &str = "data";
+
+/// The WAL configuration of a database described by its control file.
+pub fn wal_config(control: &ControlFile) -> WalConfig {
+    WalConfig {
+        block_size: control.settings.wal_block_size,
+        segment_size: control.settings.wal_segment_size,
+        system_id: control.system_id,
+        epoch: control.wal_epoch,
+    }
+}
+
+fn new_system_id() -> u64 {
+    // As PostgreSQL: creation time in the high bits, randomness below.
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    (secs << 32) | (rand::random::<u32>() as u64)
+}
+
+/// Creates a new database in `dir` (which must not exist or be empty) and
+/// returns its control file. The WAL starts with a shutdown checkpoint.
+pub fn create(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    settings: CreationSettings,
+) -> Result<ControlFile> {
+    settings.validate()?;
+    if fs.exists(&ControlFile::path(dir)) {
+        return Err(Error::AlreadyExists {
+            path: dir.to_path_buf(),
+        });
+    }
+    if fs.exists(dir) && !fs.list_dir(dir)?.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{} exists and is not empty; choose a new or empty directory",
+            dir.display()
+        )));
+    }
+    fs.create_dir_all(&dir.join(WAL_DIR))?;
+    fs.create_dir_all(&dir.join(DATA_DIR))?;
+    let mut control = ControlFile::new(settings, new_system_id());
+    control.wal_epoch = 1;
+    let wal = Wal::create(fs.clone(), &dir.join(WAL_DIR), wal_config(&control))?;
+    let redo = wal.insert_lsn();
+    let info = CheckpointInfo {
+        redo,
+        next_xid: control.next_xid,
+        next_file_id: control.next_file_id,
+        shutdown: true,
+        time: control.update_time,
+    };
+    let (checkpoint_lsn, end) = wal.insert(&RecordData {
+        kind: RecordKind::Checkpoint,
+        xid: 0,
+        blocks: Vec::new(),
+        main: info.encode(),
+    })?;
+    wal.flush(end, Issuer::Tool)?;
+    control.checkpoint_lsn = checkpoint_lsn;
+    control.redo_lsn = redo;
+    control.checkpoint_time = info.time;
+    control.state = DbState::ShutDown;
+    fs.sync_dir(&dir.join(DATA_DIR), Issuer::Tool)?;
+    control.write(fs.as_ref(), dir, Issuer::Tool)?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs.sync_dir(parent, Issuer::Tool)?;
+    }
+    Ok(control)
+}
+
+/// Reads the control file of an existing database and checks the requested
+/// creation settings against it; a contradiction names both values.
+pub fn open_control(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    requested: &RequestedCreationSettings,
+) -> Result<ControlFile> {
+    let control = ControlFile::read(fs, dir, Issuer::Tool)?;
+    control.settings.check_requested(requested)?;
+    Ok(control)
+}

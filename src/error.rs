@@ -77,6 +77,25 @@ pub enum Error {
     #[error("{path} already holds a database")]
     AlreadyExists { path: PathBuf },
 
+    /// A transaction was chosen to end so that two transactions do not wait
+    /// for each other forever (wait-die). Retrying the whole transaction is
+    /// safe: nothing it wrote reached a page or the WAL.
+    #[error("transaction {xid} aborted to avoid a deadlock on a row lock held by transaction {holder}; retry it")]
+    Deadlock { xid: u64, holder: u64 },
+
+    /// The named table does not exist.
+    #[error("table {0:?} does not exist")]
+    NoSuchTable(String),
+
+    /// A key or row is larger than a page can hold.
+    #[error("{what} of {len} bytes is too large: the limit with {page_size}-byte pages is {limit} bytes")]
+    TooLarge {
+        what: &'static str,
+        len: usize,
+        limit: usize,
+        page_size: u32,
+    },
+
     /// A caller asked for something that cannot be done.
     #[error("{0}")]
     Invalid(String),
@@ -108,6 +127,11 @@ impl Error {
     /// True for errors after which the process must stop and recover.
     pub fn is_fatal(&self) -> bool {
         matches!(self, Error::FsyncFailed { .. } | Error::Poisoned { .. })
+    }
+
+    /// True when retrying the transaction may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Deadlock { .. })
     }
 
     /// True when the disk is full (ENOSPC).

@@ -17,18 +17,27 @@
 //! - [`stats`]: I/O counters per issuer and file kind;
 //! - [`settings`]: every knob, default and range.
 
+pub mod btree;
+pub mod buffer;
+pub mod checkpoint;
 pub mod checksum;
 pub mod control;
 pub mod database;
+pub mod db;
 pub mod error;
 pub mod file;
+pub mod fpi;
 pub mod lsn;
 pub mod page;
+pub mod recovery;
 pub mod settings;
 pub mod stats;
+pub mod txn;
 pub mod verify;
 pub mod wal;
 
+pub use db::{key_u64, Database, Options, Table};
 pub use error::{Error, Result};
 pub use lsn::Lsn;
 pub use settings::{ChecksumAlgorithm, CreationSettings, TornPageProtection};
+pub use txn::Transaction;

@@ -158,7 +158,8 @@ impl CreationSettings {
                 "a power of two from 1 MB to 1 GB",
             ));
         }
-        if seg % self.wal_block_size as u64 != 0 || seg / (self.wal_block_size as u64) < 2 {
+        if !seg.is_multiple_of(self.wal_block_size as u64) || seg / (self.wal_block_size as u64) < 2
+        {
             return Err(invalid(
                 "wal_segment_size",
                 seg,
@@ -166,7 +167,7 @@ impl CreationSettings {
             ));
         }
         let dseg = self.data_segment_size;
-        if !(MB..=GB).contains(&dseg) || dseg % self.page_size as u64 != 0 {
+        if !(MB..=GB).contains(&dseg) || !dseg.is_multiple_of(self.page_size as u64) {
             return Err(invalid(
                 "data_segment_size",
                 dseg,

@@ -159,6 +159,11 @@ pub trait File: Send + Sync {
     /// The file's current length.
     fn len(&self) -> Result<u64>;
 
+    /// True if the file is empty.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
     /// Reads exactly `buf.len()` bytes, or fails with a corruption error
     /// naming the file and offset when the file is shorter.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<()> {

@@ -93,28 +93,44 @@ impl SegmentedFile {
     /// Reads one page. A block beyond the end of the file is an error naming
     /// the file and block.
     pub fn read_page(&self, block: u64, buf: &mut [u8], who: Issuer) -> Result<()> {
+        if self.try_read_page(block, buf, who)? {
+            Ok(())
+        } else {
+            Err(Error::corruption(
+                self.path_of_block(block),
+                format!("block {block}"),
+                "block lies beyond the end of the file",
+            ))
+        }
+    }
+
+    /// Reads one page; returns `Ok(false)` (and a zeroed buffer) when the
+    /// block lies beyond the end of the file, as a page allocated but never
+    /// written before a crash does. A partial page at the end is corruption.
+    pub fn try_read_page(&self, block: u64, buf: &mut [u8], who: Issuer) -> Result<bool> {
         debug_assert_eq!(buf.len(), self.page_size);
         let seg = block / self.pages_per_segment;
         let off = (block % self.pages_per_segment) * self.page_size as u64;
-        let file = self.segment(seg, false)?.ok_or_else(|| {
-            Error::corruption(
-                self.path_of_block(block),
-                format!("block {block}"),
-                "segment file is missing",
-            )
-        })?;
+        let Some(file) = self.segment(seg, false)? else {
+            buf.fill(0);
+            return Ok(false);
+        };
         let n = file.read_at(buf, off, who)?;
+        if n == 0 {
+            buf.fill(0);
+            return Ok(false);
+        }
         if n != buf.len() {
             return Err(Error::corruption(
                 file.path(),
                 format!("block {block}"),
                 format!(
-                    "block lies beyond the end of the file ({n} of {} bytes read)",
+                    "partial page at the end of the file ({n} of {} bytes)",
                     buf.len()
                 ),
             ));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Writes consecutive pages starting at `first_block`, one vectored write

@@ -1,1 +1,175 @@
-fn main() {}
+//! `untorn`: the command-line front of the engine and its laboratories.
+
+mod bench;
+mod inspect;
+mod verify;
+mod waldump;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use untorn::file::posix::PosixFileSystem;
+use untorn::file::FileSystem;
+use untorn::settings::{
+    parse_size, ChecksumAlgorithm, RequestedCreationSettings, TornPageProtection,
+};
+
+#[derive(Parser)]
+#[command(
+    name = "untorn",
+    version,
+    about = "A storage engine whose I/O path is a setting, and its laboratories"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a new database (like initdb).
+    Init {
+        /// The database directory (must not exist or be empty).
+        dir: PathBuf,
+        #[command(flatten)]
+        settings: CreationArgs,
+    },
+    /// Print the control file (like pg_controldata).
+    Inspect {
+        dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print WAL records (like pg_waldump).
+    Waldump {
+        dir: PathBuf,
+        /// First LSN to read (X/X); default: the oldest WAL on disk.
+        #[arg(long)]
+        start: Option<String>,
+        /// Print totals per record kind instead of each record.
+        #[arg(long)]
+        stats: bool,
+        /// Stop after this many records.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Check every page of every data file (like pg_checksums --check).
+    /// Exit status 1 if any page fails.
+    Verify {
+        dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Page checksum throughput per core: fnv, crc32c and a plain copy.
+    BenchChecksums {
+        /// Page size in bytes.
+        #[arg(long, default_value = "8192", value_parser = parse_size)]
+        page_size: u64,
+        /// Seconds per case and round.
+        #[arg(long, default_value_t = 0.3)]
+        seconds: f64,
+    },
+    /// The main job: commit throughput of the embedded engine in a temporary
+    /// directory, per WAL block size and client count (group commit).
+    Bench(bench::BenchArgs),
+}
+
+/// Settings fixed when a database is created.
+#[derive(Args, Clone, Debug, Default)]
+pub struct CreationArgs {
+    /// Data page size: 4KB, 8KB, 16KB or 32KB [default: 8KB].
+    #[arg(long, value_parser = parse_size)]
+    page_size: Option<u64>,
+    /// WAL block size: 1KB to 64KB, a power of two [default: 8KB].
+    #[arg(long, value_parser = parse_size)]
+    wal_block_size: Option<u64>,
+    /// WAL segment size: a power of two, 1MB to 1GB [default: 16MB].
+    #[arg(long, value_parser = parse_size)]
+    wal_segment_size: Option<u64>,
+    /// Data segment file size [default: 1GB].
+    #[arg(long, value_parser = parse_size)]
+    data_segment_size: Option<u64>,
+    /// Page checksums: off, fnv or crc32c [default: crc32c].
+    #[arg(long)]
+    data_checksums: Option<String>,
+    /// Torn-page protection: full_pages, double_writes or off [default: full_pages].
+    #[arg(long)]
+    torn_page_protection: Option<String>,
+}
+
+impl CreationArgs {
+    pub fn to_requested(&self) -> untorn::Result<RequestedCreationSettings> {
+        let narrow = |name: &'static str, v: Option<u64>| -> untorn::Result<Option<u32>> {
+            v.map(|v| {
+                u32::try_from(v).map_err(|_| untorn::Error::InvalidSetting {
+                    name,
+                    detail: format!("{v} is out of range"),
+                })
+            })
+            .transpose()
+        };
+        Ok(RequestedCreationSettings {
+            page_size: narrow("page_size", self.page_size)?,
+            wal_block_size: narrow("wal_block_size", self.wal_block_size)?,
+            wal_segment_size: self.wal_segment_size,
+            data_segment_size: self.data_segment_size,
+            data_checksums: self
+                .data_checksums
+                .as_deref()
+                .map(str::parse::<ChecksumAlgorithm>)
+                .transpose()?,
+            torn_page_protection: self
+                .torn_page_protection
+                .as_deref()
+                .map(str::parse::<TornPageProtection>)
+                .transpose()?,
+        })
+    }
+}
+
+fn posix() -> Arc<dyn FileSystem> {
+    Arc::new(PosixFileSystem::default())
+}
+
+fn run(cli: Cli) -> untorn::Result<ExitCode> {
+    match cli.command {
+        Command::Init { dir, settings } => {
+            let settings = settings.to_requested()?.or_defaults();
+            let control = untorn::database::create(&posix(), &dir, settings)?;
+            println!(
+                "created database {} (page size {}, WAL block size {}, checksums {}, protection {})",
+                dir.display(),
+                control.settings.page_size,
+                control.settings.wal_block_size,
+                control.settings.data_checksums,
+                control.settings.torn_page_protection
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect { dir, json } => inspect::run(posix().as_ref(), &dir, json),
+        Command::Waldump {
+            dir,
+            start,
+            stats,
+            limit,
+        } => waldump::run(posix(), &dir, start.as_deref(), stats, limit),
+        Command::Verify { dir, json } => verify::run(posix().as_ref(), &dir, json),
+        Command::BenchChecksums { page_size, seconds } => {
+            bench::checksums(page_size as usize, seconds)
+        }
+        Command::Bench(args) => bench::run(&args),
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("untorn: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! One buffer frame: a page-sized buffer, its latch, pin count and the
+//! state the write path needs.
+//!
+//! Rules:
+//! - `data` is read under the shared latch and changed under the exclusive
+//!   latch; the latch is held only while the frame is pinned.
+//! - Dirty means `dirty_gen != clean_gen`. Every change bumps `dirty_gen`
+//!   (before its WAL record is inserted, so a checkpoint starting in between
+//!   cannot miss the page); a completed data-file write of a copy taken at
+//!   generation g raises `clean_gen` to g. A page is therefore clean only
+//!   when its data-file write has completed, and a change made while the
+//!   write was in flight keeps it dirty.
+//! - `commit_lsn` is the end of the commit record of the last transaction
+//!   (or structure change) that changed the page: the page may be written
+//!   only after the WAL is flushed past it (the flush rule).
+
+use crate::Lsn;
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+
+/// A page's address: data file id and block number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PageId {
+    pub file_id: u32,
+    pub block: u32,
+}
+
+impl PageId {
+    pub fn new(file_id: u32, block: u32) -> PageId {
+        PageId { file_id, block }
+    }
+    pub(crate) fn encode(self) -> u64 {
+        (self.file_id as u64) << 32 | self.block as u64
+    }
+    pub(crate) fn decode(v: u64) -> PageId {
+        PageId {
+            file_id: (v >> 32) as u32,
+            block: v as u32,
+        }
+    }
+}
+
+impl std::fmt::Display for PageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "file {} block {}", self.file_id, self.block)
+    }
+}
+
+/// "No page" in `Frame::page_id`.
+pub(crate) const NO_PAGE: u64 = u64::MAX;
+
+/// The bytes of a frame, behind its latch.
+pub struct FrameData {
+    pub(crate) bytes: Box<[u8]>,
+}
+
+/// `Frame::state`: no page, being read from disk, or holding a valid page.
+pub(crate) const EMPTY: u8 = 0;
+pub(crate) const LOADING: u8 = 1;
+pub(crate) const VALID: u8 = 2;
+pub(crate) const FREE: u8 = 3;
+
+impl FrameData {
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+pub(crate) struct Frame {
+    pub(crate) latch: RwLock<FrameData>,
+    /// The page held, encoded; changed only by the thread that claimed the
+    /// frame, under the page table shard's mutex.
+    pub(crate) page_id: AtomicU64,
+    pub(crate) pins: AtomicU32,
+    /// EMPTY, LOADING or VALID; LOADING while the loader holds the
+    /// exclusive latch, so a thread holding other latches can see that a
+    /// pin would wait for a disk read and back off instead.
+    pub(crate) state: AtomicU8,
+    /// Clock-sweep usage count (0..=MAX_USAGE).
+    pub(crate) usage: AtomicU8,
+    pub(crate) dirty_gen: AtomicU64,
+    pub(crate) clean_gen: AtomicU64,
+    pub(crate) commit_lsn: AtomicU64,
+    /// Set by a checkpoint for the pages dirty when it started (PostgreSQL's
+    /// BM_CHECKPOINT_NEEDED); cleared by any completed write.
+    pub(crate) checkpoint_needed: AtomicBool,
+}
+
+pub(crate) const MAX_USAGE: u8 = 5;
+
+impl Frame {
+    pub(crate) fn new(page_size: usize) -> Frame {
+        Frame {
+            latch: RwLock::new(FrameData {
+                bytes: vec![0u8; page_size].into_boxed_slice(),
+            }),
+            state: AtomicU8::new(FREE),
+            page_id: AtomicU64::new(NO_PAGE),
+            pins: AtomicU32::new(0),
+            usage: AtomicU8::new(0),
+            dirty_gen: AtomicU64::new(0),
+            clean_gen: AtomicU64::new(0),
+            commit_lsn: AtomicU64::new(0),
+            checkpoint_needed: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.dirty_gen.load(Acquire) != self.clean_gen.load(Acquire)
+    }
+
+    pub(crate) fn page(&self) -> Option<PageId> {
+        match self.page_id.load(Acquire) {
+            NO_PAGE => None,
+            v => Some(PageId::decode(v)),
+        }
+    }
+
+    pub(crate) fn commit_lsn(&self) -> Lsn {
+        Lsn(self.commit_lsn.load(Acquire))
+    }
+
+    pub(crate) fn touch(&self) {
+        let u = self.usage.load(Relaxed);
+        if u < MAX_USAGE {
+            self.usage.store(u + 1, Relaxed);
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! A frame's life: free, claimed, loading, holding a page, evicted.
+//!
+//! States (`Frame::state`): FREE (on the free list, owned by nobody),
+//! EMPTY (unmapped, owned by whoever pinned it), LOADING (mapped; the
+//! loader holds the exclusive latch), VALID (mapped, holding the page).
+//! Only the owner moves a frame out of EMPTY; a compare-and-swap to FREE
+//! decides who returns an abandoned frame, so it is listed once.
+
+use super::frame::{EMPTY, FREE, LOADING, MAX_USAGE, NO_PAGE, VALID};
+use super::{BufferPool, ClaimedFrame, PageId, Pinned};
+use crate::error::{Error, Result};
+use crate::file::Issuer;
+use crate::page::{verify_page, PageError, PageState};
+use std::sync::atomic::Ordering::*;
+
+impl BufferPool {
+    /// Pins `id` if it is in the pool; never does I/O or waits for it. Safe
+    /// to call while holding other latches.
+    pub fn pin_cached(&self, id: PageId) -> Option<Pinned<'_>> {
+        let idx = {
+            let map = self.shard(id).lock();
+            let idx = *map.get(&id)?;
+            self.frames[idx].pins.fetch_add(1, AcqRel);
+            idx
+        };
+        let pinned = Pinned {
+            pool: self,
+            idx,
+            id,
+        };
+        // A frame still being read would make us wait for its disk read; a
+        // failed read leaves it unmapped: both count as a miss.
+        if self.frames[idx].state.load(Acquire) != VALID {
+            drop(pinned);
+            self.release_if_abandoned(idx);
+            return None;
+        }
+        self.frames[idx].touch();
+        self.stats.hits.fetch_add(1, Relaxed);
+        Some(pinned)
+    }
+
+    /// Pins `id`, reading it from disk on a miss. The caller must hold no
+    /// page latch (a miss may read, or write a dirty victim).
+    pub fn pin(&self, id: PageId, who: Issuer) -> Result<Pinned<'_>> {
+        loop {
+            if let Some(p) = self.pin_cached(id) {
+                return Ok(p);
+            }
+            if let Some(p) = self.wait_for_load(id) {
+                return Ok(p);
+            }
+            let mut claimed = self.claim_frame(who)?;
+            let idx = claimed.idx.expect("claimed");
+            let f = &self.frames[idx];
+            let mut guard = {
+                let mut map = self.shard(id).lock();
+                if map.contains_key(&id) {
+                    continue; // someone else is loading it; `claimed` goes back
+                }
+                let guard = f.latch.write();
+                f.state.store(LOADING, Release);
+                f.page_id.store(id.encode(), Release);
+                map.insert(id, idx);
+                guard
+            };
+            claimed.idx = None; // the pin now belongs to `pinned`
+            let pinned = Pinned {
+                pool: self,
+                idx,
+                id,
+            };
+            match self.load(id, &mut guard.bytes, who) {
+                Ok(()) => {
+                    f.clean_gen.store(f.dirty_gen.load(Acquire), Release);
+                    f.commit_lsn.store(0, Release);
+                    f.state.store(VALID, Release);
+                    f.touch();
+                    return Ok(pinned);
+                }
+                Err(e) => {
+                    self.shard(id).lock().remove(&id);
+                    f.page_id.store(NO_PAGE, Release);
+                    f.state.store(EMPTY, Release);
+                    drop(guard);
+                    drop(pinned);
+                    self.release_if_abandoned(idx);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// If another thread is reading `id` from disk, waits for it (no latch
+    /// of ours is held here) and pins the result.
+    fn wait_for_load(&self, id: PageId) -> Option<Pinned<'_>> {
+        let idx = {
+            let map = self.shard(id).lock();
+            let idx = *map.get(&id)?;
+            self.frames[idx].pins.fetch_add(1, AcqRel);
+            idx
+        };
+        let pinned = Pinned {
+            pool: self,
+            idx,
+            id,
+        };
+        drop(self.frames[idx].latch.read()); // the loader holds it exclusively
+        if self.frames[idx].state.load(Acquire) == VALID {
+            return Some(pinned);
+        }
+        drop(pinned);
+        self.release_if_abandoned(idx);
+        None
+    }
+
+    /// Returns an unmapped, unpinned EMPTY frame to the free list (once).
+    fn release_if_abandoned(&self, idx: usize) {
+        let f = &self.frames[idx];
+        if f.pins.load(Acquire) == 0
+            && f.page().is_none()
+            && f.state
+                .compare_exchange(EMPTY, FREE, AcqRel, Acquire)
+                .is_ok()
+        {
+            self.free.lock().push(idx);
+        }
+    }
+
+    /// Puts a frame the caller owns (pinned once, unmapped) on the free list.
+    pub(super) fn push_free(&self, idx: usize) {
+        let f = &self.frames[idx];
+        debug_assert!(f.page().is_none());
+        f.pins.store(0, Release);
+        f.state.store(FREE, Release);
+        self.free.lock().push(idx);
+    }
+
+    /// Reads and checks a page from disk.
+    fn load(&self, id: PageId, buf: &mut [u8], who: Issuer) -> Result<()> {
+        let file = self.files.get(id.file_id)?;
+        self.stats.reads.fetch_add(1, Relaxed);
+        let existed = file.try_read_page(id.block as u64, buf, who)?;
+        let recovery = self.recovery.load(Acquire);
+        let path = || file.path_of_block(id.block as u64);
+        let at = || format!("block {}", id.block);
+        if !existed && !recovery {
+            return Err(Error::corruption(
+                path(),
+                at(),
+                "block lies beyond the end of the file",
+            ));
+        }
+        let checked =
+            verify_page(buf, self.checksums, id.file_id, id.block).and_then(|state| {
+                match (state, self.validator) {
+                    (PageState::Valid, Some(validate)) => {
+                        validate(buf).map(|()| state).map_err(PageError::BadHeader)
+                    }
+                    _ => Ok(state),
+                }
+            });
+        match checked {
+            Ok(PageState::New) if !recovery => Err(Error::corruption(
+                path(),
+                at(),
+                "all-zero page inside the file (a lost write?)",
+            )),
+            Ok(_) => Ok(()),
+            Err(_) if recovery => {
+                // Redo may restore it from a full image; if a change needs
+                // it first, redo reports the page as damaged.
+                buf.fill(0);
+                self.damaged.lock().push(id);
+                Ok(())
+            }
+            Err(PageError::Checksum { calculated, stored }) => Err(Error::ChecksumMismatch {
+                path: path(),
+                block: id.block as u64,
+                calculated,
+                stored,
+            }),
+            Err(e) => Err(Error::corruption(path(), at(), e.to_string())),
+        }
+    }
+
+    /// Claims an unpinned, unmapped frame (free list first, then the clock
+    /// sweep, preferring clean frames; a dirty victim is written first).
+    /// Call it without holding latches; the frame is then installed with
+    /// [`BufferPool::install_new`] or returned when dropped.
+    pub fn claim_frame(&self, who: Issuer) -> Result<ClaimedFrame<'_>> {
+        if let Some(idx) = self.free.lock().pop() {
+            let f = &self.frames[idx];
+            assert_eq!(
+                f.state.swap(EMPTY, AcqRel),
+                FREE,
+                "free list held a frame not free"
+            );
+            let prev = f.pins.swap(1, AcqRel);
+            assert_eq!(prev, 0, "a free frame was pinned");
+            return Ok(ClaimedFrame {
+                pool: self,
+                idx: Some(idx),
+            });
+        }
+        let n = self.frames.len();
+        for step in 0..n * (MAX_USAGE as usize + 4) {
+            let idx = self.clock_hand.fetch_add(1, Relaxed) % n;
+            let f = &self.frames[idx];
+            if f.pins.load(Acquire) != 0 || f.state.load(Acquire) != VALID {
+                continue;
+            }
+            if f.usage.load(Relaxed) > 0 {
+                f.usage.fetch_sub(1, Relaxed);
+                continue;
+            }
+            // Prefer clean frames for the first sweeps: a dirty victim
+            // costs a WAL flush and a write in the foreground.
+            let dirty = f.is_dirty();
+            if dirty && step < 2 * n {
+                continue;
+            }
+            if f.pins.compare_exchange(0, 1, AcqRel, Acquire).is_err() {
+                continue;
+            }
+            if dirty {
+                if let Err(e) = self.write_frames(&[idx], who) {
+                    f.pins.fetch_sub(1, AcqRel);
+                    return Err(e);
+                }
+                self.stats.dirty_evictions.fetch_add(1, Relaxed);
+            }
+            if self.unmap_if_unused(idx) {
+                self.stats.evictions.fetch_add(1, Relaxed);
+                return Ok(ClaimedFrame {
+                    pool: self,
+                    idx: Some(idx),
+                });
+            }
+            f.pins.fetch_sub(1, AcqRel);
+        }
+        Err(Error::Invalid(format!(
+            "buffer pool exhausted: all {n} frames are pinned or busy; raise buffer_pool_size"
+        )))
+    }
+
+    /// Removes the frame's mapping if only the caller pins it and it is
+    /// clean; the frame is then EMPTY and the caller's.
+    fn unmap_if_unused(&self, idx: usize) -> bool {
+        let f = &self.frames[idx];
+        let Some(id) = f.page() else { return false };
+        let mut map = self.shard(id).lock();
+        if f.pins.load(Acquire) != 1 || f.is_dirty() || f.state.load(Acquire) != VALID {
+            return false;
+        }
+        assert_eq!(map.get(&id), Some(&idx), "page table and frame disagree");
+        map.remove(&id);
+        f.page_id.store(NO_PAGE, Release);
+        f.state.store(EMPTY, Release);
+        true
+    }
+
+    /// Installs a claimed frame as the new page `id` (a block just
+    /// allocated, never read from disk). If a stale copy of the block (a
+    /// freed page) is still cached, that frame is handed out instead. The
+    /// caller latches the page, marks it dirty and initializes every byte.
+    pub fn install_new<'p>(&'p self, mut claimed: ClaimedFrame<'p>, id: PageId) -> Pinned<'p> {
+        loop {
+            let mut map = self.shard(id).lock();
+            if let Some(&other) = map.get(&id) {
+                self.frames[other].pins.fetch_add(1, AcqRel);
+                drop(map);
+                let pinned = Pinned {
+                    pool: self,
+                    idx: other,
+                    id,
+                };
+                drop(self.frames[other].latch.read()); // wait out a load
+                if self.frames[other].state.load(Acquire) == VALID {
+                    return pinned; // `claimed` goes back to the free list
+                }
+                drop(pinned);
+                self.release_if_abandoned(other);
+                continue;
+            }
+            let idx = claimed.idx.take().expect("claimed frame");
+            let f = &self.frames[idx];
+            f.latch.write().bytes.fill(0);
+            f.commit_lsn.store(0, Release);
+            f.clean_gen.store(f.dirty_gen.load(Acquire), Release);
+            f.page_id.store(id.encode(), Release);
+            f.state.store(VALID, Release);
+            map.insert(id, idx);
+            drop(map);
+            f.touch();
+            return Pinned {
+                pool: self,
+                idx,
+                id,
+            };
+        }
+    }
+
+    /// Frees the frame holding `id` if nobody pins it (and, unless `force`,
+    /// if it is clean). A forced discard drops unwritten changes: only for
+    /// pages of a dropped file.
+    fn discard(&self, id: PageId, force: bool) {
+        let mut map = self.shard(id).lock();
+        let Some(&idx) = map.get(&id) else { return };
+        let f = &self.frames[idx];
+        if f.pins.compare_exchange(0, 1, AcqRel, Acquire).is_err() {
+            return;
+        }
+        if (!force && f.is_dirty()) || f.state.load(Acquire) != VALID {
+            f.pins.fetch_sub(1, AcqRel);
+            return;
+        }
+        map.remove(&id);
+        drop(map);
+        f.page_id.store(NO_PAGE, Release);
+        f.clean_gen.store(f.dirty_gen.load(Acquire), Release);
+        f.state.store(EMPTY, Release);
+        self.push_free(idx);
+    }
+
+    /// Forgets one page if it is cached, unpinned and clean.
+    pub fn discard_page(&self, id: PageId) {
+        self.discard(id, false);
+    }
+
+    /// Discards every frame of a dropped file without writing it.
+    pub fn discard_file(&self, file_id: u32) {
+        for f in self.frames.iter() {
+            if let Some(id) = f.page().filter(|p| p.file_id == file_id) {
+                self.discard(id, true);
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The buffer pool: a fixed set of page frames shared by every thread.
+//!
+//! Rules:
+//! - A pinned frame is never evicted (asserted where a frame changes page).
+//! - The frame latch is the only lock held across a disk read, and only by
+//!   the thread reading that frame; callers must not hold another page's
+//!   latch when a pin may miss (use [`BufferPool::pin_cached`] while latched).
+//! - Every data-page write goes through [`BufferPool::write_frames`]: it
+//!   copies pages under the shared latch, flushes the WAL past every copy's
+//!   commit LSN (the flush rule that makes redo-only recovery correct),
+//!   stamps checksums on the copies and writes them in file/block order.
+//!   Torn-page protection plugs in there.
+//! - Every read from disk is verified (checksum, address, header, and the
+//!   node validator): a failure is an error naming file and block, never
+//!   data handed to a caller.
+//! - Replacement is a clock sweep that prefers clean frames.
+
+mod frame;
+mod guard;
+mod lifecycle;
+mod pool_io;
+
+pub use frame::{FrameData, PageId};
+pub use guard::{PageRead, PageWrite};
+pub use pool_io::DataFiles;
+
+use crate::error::{Error, Result};
+use crate::file::Issuer;
+use crate::settings::ChecksumAlgorithm;
+use crate::Lsn;
+use frame::Frame;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::Arc;
+
+const SHARDS: usize = 64;
+
+/// The WAL as the buffer pool sees it: what it must flush before a write.
+pub trait WalFlush: Send + Sync {
+    /// Makes the WAL durable up to `upto`.
+    fn flush(&self, upto: Lsn, who: Issuer) -> Result<()>;
+    /// How far the WAL is durable.
+    fn flushed_lsn(&self) -> Lsn;
+}
+
+/// Checks a page's own structure after the header checks (for B+tree nodes).
+pub type PageValidator = fn(&[u8]) -> std::result::Result<(), String>;
+
+/// Buffer pool counters.
+#[derive(Default)]
+pub struct BufferStats {
+    pub hits: AtomicU64,
+    pub reads: AtomicU64,
+    pub evictions: AtomicU64,
+    pub dirty_evictions: AtomicU64,
+    pub pages_written: AtomicU64,
+    pub write_batches: AtomicU64,
+}
+
+/// The buffer pool.
+pub struct BufferPool {
+    frames: Box<[Frame]>,
+    shards: Vec<Mutex<HashMap<PageId, usize>>>,
+    free: Mutex<Vec<usize>>,
+    clock_hand: AtomicUsize,
+    page_size: usize,
+    checksums: ChecksumAlgorithm,
+    files: Arc<DataFiles>,
+    wal: Arc<dyn WalFlush>,
+    validator: Option<PageValidator>,
+    /// During recovery an all-zero or missing page is handed out (redo
+    /// restores it from a full image); otherwise it is corruption.
+    recovery: AtomicBool,
+    /// Set when a commit failed half-way: pages in memory may hold changes
+    /// without their WAL record, so none may be written again.
+    poisoned: AtomicBool,
+    /// Pages found damaged (failed checks) while recovering.
+    damaged: Mutex<Vec<PageId>>,
+    pub stats: BufferStats,
+}
+
+/// A pinned page: it stays in its frame until this is dropped.
+pub struct Pinned<'a> {
+    pool: &'a BufferPool,
+    idx: usize,
+    id: PageId,
+}
+
+/// A frame claimed for a new page (see [`BufferPool::claim_frame`]).
+pub struct ClaimedFrame<'a> {
+    pool: &'a BufferPool,
+    idx: Option<usize>,
+}
+
+impl BufferPool {
+    /// A pool of `nframes` frames of `page_size` bytes.
+    pub fn new(
+        nframes: usize,
+        page_size: usize,
+        checksums: ChecksumAlgorithm,
+        files: Arc<DataFiles>,
+        wal: Arc<dyn WalFlush>,
+        validator: Option<PageValidator>,
+    ) -> Result<BufferPool> {
+        if nframes < 16 {
+            return Err(Error::InvalidSetting {
+                name: "buffer_pool_size",
+                detail: format!(
+                    "{nframes} frames of {page_size} bytes; at least 16 frames are needed"
+                ),
+            });
+        }
+        Ok(BufferPool {
+            frames: (0..nframes).map(|_| Frame::new(page_size)).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            free: Mutex::new((0..nframes).rev().collect()),
+            clock_hand: AtomicUsize::new(0),
+            page_size,
+            checksums,
+            files,
+            wal,
+            validator,
+            recovery: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
+            damaged: Mutex::new(Vec::new()),
+            stats: BufferStats::default(),
+        })
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+    pub fn nframes(&self) -> usize {
+        self.frames.len()
+    }
+    pub fn files(&self) -> &Arc<DataFiles> {
+        &self.files
+    }
+    pub fn set_recovery(&self, on: bool) {
+        self.recovery.store(on, SeqCst);
+    }
+
+    /// Stops every further page write (see `poisoned`).
+    pub fn poison(&self) {
+        self.poisoned.store(true, SeqCst);
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(SeqCst)
+    }
+
+    /// Pages that failed their checks while recovering (handed out as
+    /// all-zero so that a full image in the WAL can restore them).
+    pub fn damaged_pages(&self) -> Vec<PageId> {
+        self.damaged.lock().clone()
+    }
+
+    fn shard(&self, id: PageId) -> &Mutex<HashMap<PageId, usize>> {
+        let h = (id.file_id as usize).wrapping_mul(0x9E37_79B9) ^ id.block as usize;
+        &self.shards[h % SHARDS]
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,229 @@
+//! The one place data pages go to disk, and the data files they go to.
+
+use super::{BufferPool, PageId};
+use crate::error::Result;
+use crate::file::segmented::SegmentedFile;
+use crate::file::{FileKind, FileSystem, Issuer};
+use crate::settings::CreationSettings;
+use crate::Lsn;
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
+
+/// The data files of a database, opened on first use.
+pub struct DataFiles {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    page_size: usize,
+    pages_per_segment: u64,
+    files: RwLock<HashMap<u32, Arc<SegmentedFile>>>,
+}
+
+impl DataFiles {
+    pub fn new(fs: Arc<dyn FileSystem>, dir: &Path, settings: &CreationSettings) -> DataFiles {
+        DataFiles {
+            fs,
+            dir: dir.to_path_buf(),
+            page_size: settings.page_size as usize,
+            pages_per_segment: settings.pages_per_data_segment(),
+            files: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The data file `file_id`.
+    pub fn get(&self, file_id: u32) -> Result<Arc<SegmentedFile>> {
+        if let Some(f) = self.files.read().get(&file_id) {
+            return Ok(f.clone());
+        }
+        let mut files = self.files.write();
+        let f = files.entry(file_id).or_insert_with(|| {
+            Arc::new(SegmentedFile::new(
+                self.fs.clone(),
+                &self.dir,
+                file_id,
+                self.page_size,
+                self.pages_per_segment,
+            ))
+        });
+        Ok(f.clone())
+    }
+
+    /// fsyncs every data file this process opened, then the directory
+    /// (new segment files).
+    pub fn sync_all(&self, who: Issuer) -> Result<()> {
+        let files: Vec<_> = self.files.read().values().cloned().collect();
+        for f in files {
+            f.sync(who)?;
+        }
+        self.fs.sync_dir(&self.dir, who)
+    }
+
+    /// Deletes every segment of `file_id` (a dropped table).
+    pub fn remove(&self, file_id: u32, who: Issuer) -> Result<()> {
+        self.files.write().remove(&file_id);
+        for path in self.fs.list_dir(&self.dir)? {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if crate::file::segmented::parse_segment_name(name).map(|(id, _)| id) == Some(file_id) {
+                self.fs.remove(&path, FileKind::Data, who)?;
+            }
+        }
+        self.fs.sync_dir(&self.dir, who)
+    }
+
+    /// The ids of every data file on disk.
+    pub fn ids_on_disk(&self) -> Result<Vec<u32>> {
+        let mut ids: Vec<u32> = self
+            .fs
+            .list_dir(&self.dir)?
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str())
+            .filter_map(|n| crate::file::segmented::parse_segment_name(n).map(|(id, _)| id))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
+    }
+}
+
+/// A page copied out of its frame, on its way to disk.
+struct PageCopy {
+    idx: usize,
+    id: PageId,
+    gen: u64,
+    commit_lsn: Lsn,
+    bytes: Vec<u8>,
+}
+
+impl BufferPool {
+    /// Writes the given frames (which the caller has pinned) if dirty: copy
+    /// each under the shared latch, flush the WAL past every copy's commit
+    /// LSN, stamp checksums, write in file/block order (runs of consecutive
+    /// blocks as one vectored write), then mark each clean unless it changed
+    /// meanwhile. Returns the number of pages written.
+    pub fn write_frames(&self, idxs: &[usize], who: Issuer) -> Result<usize> {
+        if self.is_poisoned() {
+            return Err(crate::Error::Invalid(
+                "the database is stopped after a failed commit; reopen it to recover from the WAL"
+                    .into(),
+            ));
+        }
+        let mut copies = Vec::with_capacity(idxs.len());
+        for &idx in idxs {
+            let f = &self.frames[idx];
+            assert!(f.pins.load(Acquire) > 0, "writing an unpinned frame");
+            let g = f.latch.read();
+            let Some(id) = f.page() else { continue };
+            let gen = f.dirty_gen.load(Acquire);
+            if gen == f.clean_gen.load(Acquire) || f.state.load(Acquire) != super::frame::VALID {
+                continue;
+            }
+            copies.push(PageCopy {
+                idx,
+                id,
+                gen,
+                commit_lsn: f.commit_lsn(),
+                bytes: g.bytes.to_vec(),
+            });
+        }
+        if copies.is_empty() {
+            return Ok(0);
+        }
+        // Checked again after copying: a failing commit poisons the pool
+        // before it lets go of its latches, so a copy taken after that sees it.
+        if self.is_poisoned() {
+            return Err(crate::Error::Invalid(
+                "the database is stopped after a failed commit; reopen it to recover from the WAL"
+                    .into(),
+            ));
+        }
+        let need = copies
+            .iter()
+            .map(|c| c.commit_lsn)
+            .max()
+            .unwrap_or_default();
+        if need > self.wal.flushed_lsn() {
+            self.wal.flush(need, who)?;
+        }
+        assert!(
+            self.wal.flushed_lsn() >= need,
+            "flush rule: WAL not flushed past {need}"
+        );
+        for c in &mut copies {
+            crate::page::set_checksum(&mut c.bytes, self.checksums);
+        }
+        copies.sort_by_key(|c| c.id);
+        // Torn-page protection (double writes) plugs in here, before the
+        // data-file writes.
+        self.write_runs(&copies, who)?;
+        for c in &copies {
+            let f = &self.frames[c.idx];
+            f.clean_gen.fetch_max(c.gen, AcqRel);
+            f.checkpoint_needed.store(false, Release);
+        }
+        self.stats
+            .pages_written
+            .fetch_add(copies.len() as u64, Relaxed);
+        self.stats.write_batches.fetch_add(1, Relaxed);
+        Ok(copies.len())
+    }
+
+    /// Writes sorted copies, one vectored write per run of consecutive blocks.
+    fn write_runs(&self, copies: &[PageCopy], who: Issuer) -> Result<()> {
+        let mut start = 0;
+        while start < copies.len() {
+            let mut end = start + 1;
+            while end < copies.len()
+                && copies[end].id.file_id == copies[start].id.file_id
+                && copies[end].id.block == copies[end - 1].id.block + 1
+            {
+                end += 1;
+            }
+            let file = self.files.get(copies[start].id.file_id)?;
+            let bufs: Vec<&[u8]> = copies[start..end]
+                .iter()
+                .map(|c| c.bytes.as_slice())
+                .collect();
+            file.write_pages(copies[start].id.block as u64, &bufs, who)?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Writes every page that is dirty now (a checkpoint's first half: the
+    /// caller fsyncs the data files after). Pages dirtied after the start
+    /// wait for the next checkpoint. Returns the number of pages written.
+    pub fn flush_dirty(&self, who: Issuer, batch: usize) -> Result<usize> {
+        for f in self.frames.iter() {
+            if f.page().is_some() && f.is_dirty() {
+                f.checkpoint_needed.store(true, Release);
+            }
+        }
+        let mut written = 0;
+        let mut pinned = Vec::with_capacity(batch);
+        for idx in 0..self.frames.len() {
+            let f = &self.frames[idx];
+            if !f.checkpoint_needed.load(Acquire) {
+                continue;
+            }
+            // Pin through the page table, so the frame cannot change page.
+            let Some(id) = f.page() else { continue };
+            let Some(p) = self.pin_cached(id) else {
+                continue;
+            };
+            if p.idx != idx {
+                continue;
+            }
+            pinned.push(p);
+            if pinned.len() == batch {
+                let idxs: Vec<usize> = pinned.iter().map(|p| p.idx).collect();
+                written += self.write_frames(&idxs, who)?;
+                pinned.clear();
+            }
+        }
+        let idxs: Vec<usize> = pinned.iter().map(|p| p.idx).collect();
+        written += self.write_frames(&idxs, who)?;
+        Ok(written)
+    }
+}

@@ -1,0 +1,250 @@
+//! Commit in two phases.
+//!
+//! 1. Prepare (may fail cleanly): find the leaf of every written row; where
+//!    a leaf cannot take its changes, split it now, as its own structure
+//!    change; keep every leaf pinned.
+//! 2. Apply (must not fail): latch the pinned leaves exclusively in one
+//!    global order (file id, then block); re-check that each still covers
+//!    its keys and has room (a concurrent split or commit may have changed
+//!    it: then let go and prepare again); mark them dirty, apply the
+//!    changes, log one commit record holding every change, stamp the pages.
+//!    A failure here leaves pages changed in memory without their WAL
+//!    record: the database is poisoned (nothing more is written; the
+//!    process must reopen it and recover from the WAL).
+//!
+//! Then, with no latch held, wait until the WAL is flushed past the commit.
+
+use super::Transaction;
+use crate::btree::ops::{apply_op, encode_op, space_needed, RowChange};
+use crate::btree::smo::{fits, split_leaf, Pending};
+use crate::btree::{node, Tree};
+use crate::buffer::{PageId, PageWrite, Pinned};
+use crate::error::{Error, Result};
+use crate::file::Issuer;
+use crate::wal::{BlockRef, RecordData, RecordKind};
+use crate::Lsn;
+
+/// Prepare/apply rounds before giving up (each lost round means another
+/// commit split or filled a leaf between our prepare and apply).
+const MAX_ROUNDS: usize = 1000;
+
+/// The changes bound for one leaf.
+struct LeafGroup<'a> {
+    pin: Pinned<'a>,
+    /// Indexes into the transaction's ordered write list.
+    writes: Vec<usize>,
+}
+
+pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
+    let db = tx.db;
+    db.check_usable()?;
+    if tx.writes.is_empty() && tx.dropped_files.is_empty() {
+        return Ok(Lsn::INVALID);
+    }
+    let writes: Vec<(u32, &[u8], &RowChange)> = tx
+        .writes
+        .iter()
+        .map(|((f, k), c)| (*f, k.as_slice(), c))
+        .collect();
+    let mut end = None;
+    for _ in 0..MAX_ROUNDS {
+        let groups = prepare(tx, &writes)?;
+        if let Some(lsn) = apply(tx, &writes, groups)? {
+            end = Some(lsn);
+            break;
+        }
+    }
+    let end = end.ok_or_else(|| {
+        Error::Invalid(format!(
+            "transaction {} could not commit after {MAX_ROUNDS} rounds of concurrent splits",
+            tx.xid
+        ))
+    })?;
+    if wait && db.options.synchronous_commit {
+        db.wal.flush(end, Issuer::Client)?;
+    }
+    Ok(end)
+}
+
+/// Finds (splitting where needed) and pins the leaf of every write.
+fn prepare<'a>(
+    tx: &Transaction<'a>,
+    writes: &[(u32, &[u8], &RowChange)],
+) -> Result<Vec<LeafGroup<'a>>> {
+    let db = tx.db;
+    'round: for _ in 0..MAX_ROUNDS {
+        let mut groups: Vec<LeafGroup<'a>> = Vec::new();
+        for (i, (file_id, key, _)) in writes.iter().enumerate() {
+            if let Some(g) = groups.last_mut() {
+                if g.pin.id().file_id == *file_id && covers_now(&g.pin, key) {
+                    g.writes.push(i);
+                    continue;
+                }
+            }
+            let tree = Tree::new(&db.pool, *file_id);
+            let pin = tree.find_leaf(key, Issuer::Client)?;
+            groups.push(LeafGroup {
+                pin,
+                writes: vec![i],
+            });
+        }
+        for g in &groups {
+            let pending = pending_of(g, writes);
+            let fits_now = {
+                let r = pin_read(&g.pin);
+                fits(r.bytes(), &pending)
+            };
+            if !fits_now {
+                let file_id = g.pin.id().file_id;
+                let key = writes[g.writes[0]].1.to_vec();
+                drop(groups);
+                let tree = Tree::new(&db.pool, file_id);
+                let pending = pending_owned(writes, file_id);
+                let pending: Vec<Pending<'_>> = pending
+                    .iter()
+                    .map(|(k, b)| Pending { key: k, bytes: *b })
+                    .collect();
+                split_leaf(
+                    &tree,
+                    &db.wal,
+                    &db.smo_lock(file_id),
+                    &key,
+                    &pending,
+                    Issuer::Client,
+                )?;
+                continue 'round;
+            }
+        }
+        return Ok(groups);
+    }
+    Err(Error::Invalid(format!(
+        "transaction {}: leaves kept filling up during prepare",
+        tx.xid
+    )))
+}
+
+fn pin_read<'a>(pin: &Pinned<'a>) -> crate::buffer::PageRead<'a> {
+    pin.clone().into_read()
+}
+
+fn covers_now(pin: &Pinned<'_>, key: &[u8]) -> bool {
+    let r = pin_read(pin);
+    crate::btree::tree::is_node(r.bytes())
+        && node::is_leaf(r.bytes())
+        && node::covers(r.bytes(), key)
+}
+
+fn pending_of<'w>(g: &LeafGroup<'_>, writes: &[(u32, &'w [u8], &RowChange)]) -> Vec<Pending<'w>> {
+    g.writes
+        .iter()
+        .map(|&i| Pending {
+            key: writes[i].1,
+            bytes: space_needed(writes[i].1, writes[i].2),
+        })
+        .collect()
+}
+
+/// The pending changes of a file, owned, for a split made after the
+/// group's pins are gone; split_leaf keeps those its leaf covers.
+fn pending_owned(writes: &[(u32, &[u8], &RowChange)], file_id: u32) -> Vec<(Vec<u8>, usize)> {
+    writes
+        .iter()
+        .filter(|(f, _, _)| *f == file_id)
+        .map(|(_, k, c)| (k.to_vec(), space_needed(k, c)))
+        .collect()
+}
+
+/// Latches the leaves in page order, re-checks them, applies and logs.
+/// Returns `None` when a leaf changed since prepare (prepare again).
+fn apply(
+    tx: &Transaction<'_>,
+    writes: &[(u32, &[u8], &RowChange)],
+    mut groups: Vec<LeafGroup<'_>>,
+) -> Result<Option<Lsn>> {
+    let db = tx.db;
+    groups.sort_by_key(|g| g.pin.id());
+    // Two groups may name the same leaf (writes of one leaf split by
+    // another leaf's keys cannot happen in key order, but be safe): merge.
+    let mut merged: Vec<LeafGroup<'_>> = Vec::with_capacity(groups.len());
+    for g in groups {
+        match merged.last_mut() {
+            Some(last) if last.pin.id() == g.pin.id() => last.writes.extend(g.writes),
+            _ => merged.push(g),
+        }
+    }
+    let mut latched: Vec<(PageWrite<'_>, Vec<usize>)> = Vec::with_capacity(merged.len());
+    for g in merged {
+        let w = g.pin.into_write();
+        latched.push((w, g.writes));
+    }
+    for (w, idxs) in &latched {
+        let b = w.bytes();
+        if !crate::btree::tree::is_node(b) || !node::is_leaf(b) {
+            return Ok(None);
+        }
+        if !idxs.iter().all(|&i| node::covers(b, writes[i].1)) {
+            return Ok(None);
+        }
+        let pending: Vec<Pending<'_>> = idxs
+            .iter()
+            .map(|&i| Pending {
+                key: writes[i].1,
+                bytes: space_needed(writes[i].1, writes[i].2),
+            })
+            .collect();
+        if !fits(b, &pending) {
+            return Ok(None);
+        }
+    }
+    // Critical section: from here a failure poisons the database.
+    let result = (|| -> Result<Lsn> {
+        let mut blocks = Vec::with_capacity(latched.len());
+        for (w, idxs) in latched.iter_mut() {
+            w.mark_dirty();
+            let mut data = Vec::new();
+            for &i in idxs.iter() {
+                let (_, key, change) = writes[i];
+                let value = match change {
+                    RowChange::Put(v) => Some(v.as_slice()),
+                    RowChange::Delete => None,
+                };
+                apply_op(w.bytes_mut(), key, value).map_err(|_| {
+                    Error::Invalid(format!(
+                        "no room in {} for a change prepare made room for",
+                        w.id()
+                    ))
+                })?;
+                encode_op(&mut data, key, change);
+            }
+            let PageId { file_id, block } = w.id();
+            blocks.push(BlockRef {
+                file_id,
+                block,
+                image: None,
+                data,
+            });
+        }
+        let main = tx
+            .dropped_files
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect();
+        let (_, end) = db.wal.insert(&RecordData {
+            kind: RecordKind::Commit,
+            xid: tx.xid,
+            blocks,
+            main,
+        })?;
+        for (w, _) in latched.iter_mut() {
+            w.set_lsns(end, end);
+        }
+        Ok(end)
+    })();
+    match result {
+        Ok(end) => Ok(Some(end)),
+        Err(e) => {
+            db.poison(&e);
+            Err(e)
+        }
+    }
+}

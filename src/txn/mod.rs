@@ -1,0 +1,270 @@
+//! Transactions: private write sets, row locks, two-phase commit.
+//!
+//! Rules (see ../shared/brief/correctness.md):
+//! - Writes stay in the transaction's write set until commit; reads see the
+//!   transaction's own write, else the newest committed row (read committed).
+//! - Every write takes the row's lock first and keeps it to the end, so a
+//!   read-modify-write through [`Transaction::get_for_update`] never loses
+//!   an update. A lock conflict with an older transaction ends this one
+//!   with the retryable [`crate::Error::Deadlock`] (wait-die).
+//! - Abort throws the write set away: nothing reached a page or the WAL.
+//! - Commit (in [`commit`]) is two-phase: prepare may fail cleanly; apply
+//!   may not, and the commit returns only when durable (group commit)
+//!   unless `synchronous_commit` is off.
+
+pub mod commit;
+pub mod lock;
+
+use crate::btree::ops::RowChange;
+use crate::btree::{node, Tree};
+use crate::db::{Inner, Table};
+use crate::error::{Error, Result};
+use crate::file::Issuer;
+use crate::Lsn;
+use lock::RowId;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// A transaction. Dropping it without [`Transaction::commit`] aborts it.
+pub struct Transaction<'db> {
+    pub(crate) db: &'db Inner,
+    pub(crate) xid: u64,
+    /// (table file id, key) -> change, in the global order commits use.
+    pub(crate) writes: BTreeMap<(u32, Vec<u8>), RowChange>,
+    pub(crate) write_bytes: usize,
+    pub(crate) locked: Vec<RowId>,
+    /// File ids of tables this transaction drops (logged in its commit).
+    pub(crate) dropped_files: Vec<u32>,
+    pub(crate) finished: bool,
+}
+
+impl<'db> Transaction<'db> {
+    pub(crate) fn new(db: &'db Inner, xid: u64) -> Transaction<'db> {
+        Transaction {
+            db,
+            xid,
+            writes: BTreeMap::new(),
+            write_bytes: 0,
+            locked: Vec::new(),
+            dropped_files: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// This transaction's id.
+    pub fn id(&self) -> u64 {
+        self.xid
+    }
+
+    fn tree(&self, table: &Table) -> Tree<'db> {
+        Tree::new(&self.db.pool, table.file_id)
+    }
+
+    fn lock(&mut self, table: &Table, key: &[u8]) -> Result<()> {
+        let row = RowId {
+            table: table.file_id,
+            key: key.to_vec(),
+        };
+        if self.db.locks.lock(self.xid, &row)? {
+            self.locked.push(row);
+        }
+        Ok(())
+    }
+
+    fn check_sizes(&self, key: &[u8], row: Option<&[u8]>) -> Result<()> {
+        let page_size = self.db.settings.page_size;
+        let kmax = node::max_key_len(page_size as usize);
+        if key.len() > kmax {
+            return Err(Error::TooLarge {
+                what: "key",
+                len: key.len(),
+                limit: kmax,
+                page_size,
+            });
+        }
+        if key.is_empty() {
+            return Err(Error::Invalid(
+                "the empty key is reserved; use a key of at least one byte".into(),
+            ));
+        }
+        let vmax = node::max_value_len(page_size as usize);
+        match row {
+            Some(r) if r.len() > vmax => Err(Error::TooLarge {
+                what: "row",
+                len: r.len(),
+                limit: vmax,
+                page_size,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The row under `key`: this transaction's own write, else the newest
+    /// committed one.
+    pub fn get(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(change) = self.writes.get(&(table.file_id, key.to_vec())) {
+            return Ok(match change {
+                RowChange::Put(v) => Some(v.clone()),
+                RowChange::Delete => None,
+            });
+        }
+        self.tree(table).get(key, Issuer::Client)
+    }
+
+    /// Locks the row, then reads it: the basis of a read-modify-write that
+    /// cannot lose an update.
+    pub fn get_for_update(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.lock(table, key)?;
+        self.get(table, key)
+    }
+
+    fn record(&mut self, table: &Table, key: &[u8], change: RowChange) -> Result<()> {
+        let size = key.len() + crate::btree::ops::space_needed(key, &change);
+        let limits = &self.db.options;
+        let k = (table.file_id, key.to_vec());
+        if !self.writes.contains_key(&k)
+            && (self.writes.len() >= limits.max_write_set_rows
+                || self.write_bytes + size > limits.max_write_set_bytes)
+        {
+            return Err(Error::Invalid(format!(
+                "write set too large: at most {} rows and {} bytes per transaction \
+                 (use Database::bulk_load for loading)",
+                limits.max_write_set_rows, limits.max_write_set_bytes
+            )));
+        }
+        self.write_bytes += size;
+        self.writes.insert(k, change);
+        Ok(())
+    }
+
+    /// Inserts a new row; an error if the key exists.
+    pub fn insert(&mut self, table: &Table, key: &[u8], row: &[u8]) -> Result<()> {
+        self.check_sizes(key, Some(row))?;
+        self.lock(table, key)?;
+        if self.get(table, key)?.is_some() {
+            return Err(Error::Invalid(format!(
+                "duplicate key {key:?} in table {:?}",
+                table.name
+            )));
+        }
+        self.record(table, key, RowChange::Put(row.to_vec()))
+    }
+
+    /// Replaces an existing row; returns false (and changes nothing) if the
+    /// key does not exist.
+    pub fn update(&mut self, table: &Table, key: &[u8], row: &[u8]) -> Result<bool> {
+        self.check_sizes(key, Some(row))?;
+        self.lock(table, key)?;
+        if self.get(table, key)?.is_none() {
+            return Ok(false);
+        }
+        self.record(table, key, RowChange::Put(row.to_vec()))?;
+        Ok(true)
+    }
+
+    /// Inserts or replaces a row.
+    pub fn upsert(&mut self, table: &Table, key: &[u8], row: &[u8]) -> Result<()> {
+        self.check_sizes(key, Some(row))?;
+        self.lock(table, key)?;
+        self.record(table, key, RowChange::Put(row.to_vec()))
+    }
+
+    /// Deletes a row; returns false if it did not exist.
+    pub fn delete(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
+        self.check_sizes(key, None)?;
+        self.lock(table, key)?;
+        if self.get(table, key)?.is_none() {
+            return Ok(false);
+        }
+        self.record(table, key, RowChange::Delete)?;
+        Ok(true)
+    }
+
+    /// Rows with `start <= key` (and `key < end` when given), in key order,
+    /// at most `limit`, with this transaction's own writes applied.
+    pub fn scan(
+        &self,
+        table: &Table,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let in_range = |k: &[u8]| end.is_none_or(|e| k < e);
+        let lo = (table.file_id, start.to_vec());
+        let hi = match end {
+            Some(e) => Bound::Excluded((table.file_id, e.to_vec())),
+            None => Bound::Excluded((table.file_id + 1, Vec::new())),
+        };
+        let mine: Vec<(&Vec<u8>, &RowChange)> = self
+            .writes
+            .range((Bound::Included(lo), hi))
+            .map(|((_, k), c)| (k, c))
+            .collect();
+        // Committed rows, enough to fill `limit` after our deletes.
+        let want = limit.saturating_add(mine.len());
+        let mut committed = Vec::new();
+        self.tree(table).scan(start, Issuer::Client, |k, v| {
+            if !in_range(k) || committed.len() >= want {
+                return false;
+            }
+            committed.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        let mut out = Vec::with_capacity(limit.min(committed.len() + mine.len()));
+        let (mut i, mut j) = (0, 0);
+        while out.len() < limit && (i < committed.len() || j < mine.len()) {
+            let take_mine =
+                j < mine.len() && (i >= committed.len() || *mine[j].0 <= committed[i].0);
+            if take_mine {
+                if i < committed.len() && *mine[j].0 == committed[i].0 {
+                    i += 1;
+                }
+                if let RowChange::Put(v) = mine[j].1 {
+                    out.push((mine[j].0.clone(), v.clone()));
+                }
+                j += 1;
+            } else {
+                out.push(committed[i].clone());
+                i += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits: returns when the commit is durable (or, with
+    /// `synchronous_commit = off`, when it is in the WAL buffer). Returns
+    /// the commit record's end LSN (`Lsn::INVALID` for a read-only one).
+    pub fn commit(mut self) -> Result<Lsn> {
+        let result = commit::commit(&mut self, true);
+        self.finish();
+        result
+    }
+
+    /// Aborts: the write set is thrown away.
+    pub fn abort(mut self) {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.db.locks.release_all(self.xid, self.locked.iter());
+            self.locked.clear();
+            self.writes.clear();
+        }
+    }
+}
+
+/// Commits without waiting for the WAL flush (bulk loading, which waits
+/// once at the end).
+pub(crate) fn commit_nowait(mut tx: Transaction<'_>) -> Result<Lsn> {
+    let result = commit::commit(&mut tx, false);
+    tx.finish();
+    result
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

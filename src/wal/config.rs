@@ -1,0 +1,108 @@
+//! The writer's configuration and its counters.
+
+use super::format::validate_sizes;
+use crate::error::Result;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// The sizes the WAL was created with, the database's identity, and the
+/// epoch of this opening.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalConfig {
+    /// `wal_block_size`: 1 KB to 64 KB, a power of two, fixed at creation.
+    pub block_size: u32,
+    /// `wal_segment_size`: a power of two, 1 MB to 1 GB, fixed at creation.
+    pub segment_size: u64,
+    /// Written in each segment's long header; the reader refuses others.
+    pub system_id: u64,
+    /// Incremented (durably, in the control file) at every opening of the
+    /// database, before the writer is created. Written in every page header
+    /// and record header this writer starts. The reader ignores it.
+    pub epoch: u32,
+}
+
+impl WalConfig {
+    /// Checks the sizes (see [`super::format::validate_sizes`]).
+    pub fn validate(&self) -> Result<()> {
+        validate_sizes(self.block_size, self.segment_size)
+    }
+}
+
+/// WAL activity since the writer was created (pg_stat_wal's figures and
+/// the group-commit ones).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WalStats {
+    /// Records inserted (wal_records).
+    pub records: u64,
+    /// Bytes of records inserted, headers included, padding and page
+    /// headers not (wal_bytes).
+    pub bytes: u64,
+    /// Full-page images inserted (wal_fpi) and their bytes.
+    pub fpi: u64,
+    pub fpi_bytes: u64,
+    /// Calls of [`Wal::flush`](super::Wal::flush).
+    pub flush_requests: u64,
+    /// Of those, the ones that did no I/O themselves: already covered when
+    /// called, or covered by another thread's flush while waiting.
+    pub flushes_without_io: u64,
+    /// Flushes that wrote (one leader's write + fdatasync round).
+    pub flush_rounds: u64,
+    /// fdatasync calls on WAL segment files by flushes.
+    pub fsyncs: u64,
+    /// Bytes written by flushes (whole blocks).
+    pub bytes_written: u64,
+    pub segments_created: u64,
+    pub segments_recycled: u64,
+    pub segments_removed: u64,
+}
+
+impl WalStats {
+    /// Flush requests (commits) per WAL fsync; 0 when nothing was synced.
+    pub fn commits_per_fsync(&self) -> f64 {
+        if self.fsyncs == 0 {
+            0.0
+        } else {
+            self.flush_requests as f64 / self.fsyncs as f64
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) records: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) fpi: AtomicU64,
+    pub(crate) fpi_bytes: AtomicU64,
+    pub(crate) flush_requests: AtomicU64,
+    pub(crate) flushes_without_io: AtomicU64,
+    pub(crate) flush_rounds: AtomicU64,
+    pub(crate) fsyncs: AtomicU64,
+    pub(crate) bytes_written: AtomicU64,
+    pub(crate) segments_created: AtomicU64,
+    pub(crate) segments_recycled: AtomicU64,
+    pub(crate) segments_removed: AtomicU64,
+}
+
+pub(crate) fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Relaxed);
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> WalStats {
+        let c = self;
+        let l = |a: &AtomicU64| a.load(Relaxed);
+        WalStats {
+            records: l(&c.records),
+            bytes: l(&c.bytes),
+            fpi: l(&c.fpi),
+            fpi_bytes: l(&c.fpi_bytes),
+            flush_requests: l(&c.flush_requests),
+            flushes_without_io: l(&c.flushes_without_io),
+            flush_rounds: l(&c.flush_rounds),
+            fsyncs: l(&c.fsyncs),
+            bytes_written: l(&c.bytes_written),
+            segments_created: l(&c.segments_created),
+            segments_recycled: l(&c.segments_recycled),
+            segments_removed: l(&c.segments_removed),
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! The WAL writer: concurrent inserts into an in-memory copy of the
+//! unflushed blocks, and group commit.
+//!
+//! Locks, always taken in this order and never held across disk I/O unless
+//! said so: `io` (held by the one flush leader for its whole I/O, and by
+//! recycling), then `inner` (the insert position and the blocks, held for a
+//! record's copy or a few pointer copies). `state` (flushed position,
+//! leader flag, sticky error) is never held while taking another lock.
+//!
+//! Invariants:
+//! - `inner.blocks` holds blocks `base_block ..` with no gap, from the block
+//!   holding the flushed position to the block holding the insert position.
+//!   A block's bytes never change once inserted: a page header is written
+//!   when its block is started, records only fill zero bytes past the insert
+//!   position. A flush leader takes `Arc` clones of the blocks; an insert
+//!   into a block the leader holds copies it first (`Arc::make_mut`), so the
+//!   leader writes a stable image without holding `inner`.
+//! - A flush writes whole blocks, from the block holding the flushed
+//!   position through the block holding the insert position, zero past the
+//!   insert position. Bytes below the flushed position are rewritten
+//!   identical, so a torn rewrite cannot damage an acknowledged commit.
+//! - The flushed position advances only after every written segment file
+//!   was fdatasynced; a segment is created (zero-filled, fsynced, renamed,
+//!   directory fsynced) before the first write into it.
+
+use super::buffer::Inner;
+use super::config::{add, Counters, WalConfig, WalStats};
+use super::format::{Geometry, PageHeader, MAX_RECORD_LEN, PAGE_MAGIC, RECORD_HEADER_LEN};
+use super::record::RecordData;
+use super::segment;
+use crate::error::{Error, Result};
+use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
+use crate::lsn::Lsn;
+use parking_lot::{Condvar, Mutex};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// At most this many recycled segments wait for reuse; older ones beyond
+/// that are removed.
+pub const MAX_RECYCLED_SEGMENTS: usize = 4;
+/// When the unflushed blocks in memory exceed this, the inserting thread
+/// flushes before returning, so memory stays bounded.
+pub const WAL_BUFFER_LIMIT_BYTES: usize = 16 * 1024 * 1024;
+
+struct FlushState {
+    flushed: u64,
+    leader: bool,
+    /// Set at a fatal flush error: every later flush fails.
+    poisoned: Option<PathBuf>,
+}
+
+/// Held by the flush leader during its I/O.
+struct IoState {
+    files: BTreeMap<u64, Arc<dyn File>>,
+}
+
+// Shared by many threads through `Arc`.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<Wal>();
+};
+
+/// The write-ahead log writer. Shared by many threads through `Arc`.
+pub struct Wal {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    cfg: WalConfig,
+    geo: Geometry,
+    io: Mutex<IoState>,
+    inner: Mutex<Inner>,
+    state: Mutex<FlushState>,
+    flushed_cond: Condvar,
+    counters: Counters,
+}
+
+impl Wal {
+    /// Creates the WAL of a new database in `dir`: segment 0, durable (file
+    /// and directory fsynced). Fails if `dir` already holds a segment.
+    pub fn create(fs: Arc<dyn FileSystem>, dir: &Path, cfg: WalConfig) -> Result<Wal> {
+        cfg.validate()?;
+        fs.create_dir_all(dir)?;
+        if !segment::list_segments(fs.as_ref(), dir)?.is_empty() {
+            return Err(Error::AlreadyExists {
+                path: dir.to_path_buf(),
+            });
+        }
+        let file = segment::create_segment(fs.as_ref(), dir, 0, cfg.segment_size)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs.sync_dir(parent, Issuer::WalWriter)?;
+        }
+        let wal = Wal::new(fs, dir, cfg, Lsn(0), Lsn(0), None);
+        wal.io.lock().files.insert(0, file);
+        add(&wal.counters.segments_created, 1);
+        Ok(wal)
+    }
+
+    /// Opens the WAL to continue writing at `end`, the end of valid WAL the
+    /// reader found, after the record at `prev_record`. The partial block
+    /// holding `end` is read back so its flushed bytes are rewritten
+    /// identical; its bytes past `end` become zero in memory.
+    pub fn open(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        cfg: WalConfig,
+        end: Lsn,
+        prev_record: Lsn,
+    ) -> Result<Wal> {
+        cfg.validate()?;
+        let geo = Geometry::new(cfg.block_size, cfg.segment_size);
+        let page_start = geo.page_start(end.0);
+        let off = geo.page_offset(end.0);
+        if !end.0.is_multiple_of(super::format::RECORD_ALIGN)
+            || (off != 0 && off < geo.header_len(page_start))
+        {
+            return Err(Error::Invalid(format!(
+                "WAL end {end} is not a record boundary"
+            )));
+        }
+        // Segment names found now may have been renamed into place just
+        // before a crash: make them durable before anything relies on them.
+        fs.sync_dir(dir, Issuer::WalWriter)?;
+        let partial = if off != 0 {
+            Some(read_partial_block(fs.as_ref(), dir, &cfg, &geo, end.0)?)
+        } else {
+            None
+        };
+        Ok(Wal::new(fs, dir, cfg, end, prev_record, partial))
+    }
+
+    fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        cfg: WalConfig,
+        end: Lsn,
+        prev: Lsn,
+        partial: Option<Vec<u8>>,
+    ) -> Wal {
+        let geo = Geometry::new(cfg.block_size, cfg.segment_size);
+        let blocks: VecDeque<_> = partial.into_iter().map(Arc::new).collect();
+        Wal {
+            fs,
+            dir: dir.to_path_buf(),
+            cfg,
+            geo,
+            io: Mutex::new(IoState {
+                files: BTreeMap::new(),
+            }),
+            inner: Mutex::new(Inner {
+                insert_pos: end.0,
+                prev_record: prev.0,
+                base_block: end.0 / geo.block,
+                blocks,
+            }),
+            state: Mutex::new(FlushState {
+                flushed: end.0,
+                leader: false,
+                poisoned: None,
+            }),
+            flushed_cond: Condvar::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The configuration this writer runs with.
+    pub fn config(&self) -> &WalConfig {
+        &self.cfg
+    }
+
+    /// The WAL directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Everything before this LSN is durable.
+    pub fn flushed_lsn(&self) -> Lsn {
+        Lsn(self.state.lock().flushed)
+    }
+
+    /// Where the next record goes (its page header, or padding, may come
+    /// first).
+    pub fn insert_lsn(&self) -> Lsn {
+        Lsn(self.inner.lock().insert_pos)
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> WalStats {
+        self.counters.snapshot()
+    }
+
+    /// Appends a record; returns its start and end LSN. Durable only after
+    /// [`Wal::flush`] up to the end LSN. Never waits for a flush's I/O,
+    /// except when the unflushed blocks exceed [`WAL_BUFFER_LIMIT_BYTES`].
+    pub fn insert(&self, rec: &RecordData) -> Result<(Lsn, Lsn)> {
+        let payload = rec.encode()?;
+        let total = RECORD_HEADER_LEN as u64 + payload.len() as u64;
+        if total > MAX_RECORD_LEN as u64 {
+            return Err(Error::Invalid(format!(
+                "a {} WAL record of {total} bytes is longer than the maximum {MAX_RECORD_LEN}",
+                rec.kind
+            )));
+        }
+        let payload_crc = crc32c::crc32c(&payload);
+        let (start, end, buffered) = {
+            let mut g = self.inner.lock();
+            let (start, end) = g.append(&self.cfg, &self.geo, rec, &payload, payload_crc);
+            (start, end, g.blocks.len() * self.geo.block as usize)
+        };
+        let (images, image_bytes) = rec.images();
+        add(&self.counters.records, 1);
+        add(&self.counters.bytes, total);
+        add(&self.counters.fpi, images);
+        add(&self.counters.fpi_bytes, image_bytes);
+        if buffered > WAL_BUFFER_LIMIT_BYTES {
+            // Make room. The record is inserted whatever happens here, so
+            // an error is not the insert's: the caller's own flush reports
+            // it (a fatal one is sticky).
+            let _ = self.flush_to(end, false);
+        }
+        Ok((Lsn(start), Lsn(end)))
+    }
+
+    /// Group commit: returns once everything before `upto` is durable. If
+    /// another thread is flushing, waits for it and leaves without I/O when
+    /// covered; otherwise becomes the leader and writes and fdatasyncs
+    /// everything inserted so far. All WAL I/O is tagged
+    /// [`Issuer::WalWriter`], whoever `who` is. After a fatal error (a
+    /// failed fsync) every later flush fails.
+    pub fn flush(&self, upto: Lsn, who: Issuer) -> Result<()> {
+        let _ = who; // The leader's I/O is the WAL writer's, whoever leads.
+        add(&self.counters.flush_requests, 1);
+        self.flush_to(upto.0, true)
+    }
+
+    /// [`Wal::flush`]; `count` says whether this is a counted request (an
+    /// insert making room is not).
+    fn flush_to(&self, upto: u64, count: bool) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            if let Some(path) = &st.poisoned {
+                return Err(Error::Poisoned { path: path.clone() });
+            }
+            if st.flushed >= upto {
+                if count {
+                    add(&self.counters.flushes_without_io, 1);
+                }
+                return Ok(());
+            }
+            if !st.leader {
+                break;
+            }
+            self.flushed_cond.wait(&mut st);
+        }
+        st.leader = true;
+        let flushed = st.flushed;
+        drop(st);
+        let res = self.lead_flush(flushed, upto);
+        let mut st = self.state.lock();
+        st.leader = false;
+        match &res {
+            Ok(target) => st.flushed = st.flushed.max(*target),
+            Err(e) if e.is_fatal() => {
+                let path = match e {
+                    Error::FsyncFailed { path, .. } | Error::Poisoned { path } => path.clone(),
+                    _ => self.dir.clone(),
+                };
+                st.poisoned = Some(path);
+            }
+            Err(_) => {}
+        }
+        self.flushed_cond.notify_all();
+        res.map(|_| ())
+    }
+
+    /// The leader's work: write blocks `[flushed block, insert block]`,
+    /// fdatasync them, drop the blocks no longer needed. Returns the new
+    /// flushed position.
+    fn lead_flush(&self, flushed: u64, upto: u64) -> Result<u64> {
+        let mut io = self.io.lock();
+        let geo = self.geo;
+        let first = flushed / geo.block;
+        let (target, blocks) = {
+            let g = self.inner.lock();
+            if upto > g.insert_pos {
+                return Err(Error::Invalid(format!(
+                    "WAL flush request {} is past the insert position {}",
+                    Lsn(upto),
+                    Lsn(g.insert_pos)
+                )));
+            }
+            let last = (g.insert_pos - 1) / geo.block;
+            assert!(g.base_block <= first, "unflushed WAL block dropped");
+            let from = (first - g.base_block) as usize;
+            let blocks: Vec<Arc<Vec<u8>>> = g
+                .blocks
+                .range(from..=(last - g.base_block) as usize)
+                .cloned()
+                .collect();
+            (g.insert_pos, blocks)
+        };
+        let per_seg = geo.blocks_per_segment();
+        let mut written: Vec<Arc<dyn File>> = Vec::new();
+        let mut i = 0usize;
+        while i < blocks.len() {
+            let block_no = first + i as u64;
+            let segno = block_no / per_seg;
+            let n = (blocks.len() - i).min((per_seg - block_no % per_seg) as usize);
+            let file = self.segment_file(&mut io, segno)?;
+            let bufs: Vec<&[u8]> = blocks[i..i + n].iter().map(|b| b.as_slice()).collect();
+            let offset = (block_no % per_seg) * geo.block;
+            file.write_vectored_at(&bufs, offset, Issuer::WalWriter)?;
+            add(&self.counters.bytes_written, n as u64 * geo.block);
+            written.push(file);
+            i += n;
+        }
+        for file in &written {
+            file.sync_data(Issuer::WalWriter)?;
+            add(&self.counters.fsyncs, 1);
+        }
+        add(&self.counters.flush_rounds, 1);
+        let last_seg = geo.segment_of(target - 1);
+        io.files.retain(|segno, _| *segno >= last_seg);
+        drop(io);
+        self.inner.lock().trim(target / geo.block);
+        Ok(target)
+    }
+
+    /// The open file of segment `segno`, created durably if it is new.
+    fn segment_file(&self, io: &mut IoState, segno: u64) -> Result<Arc<dyn File>> {
+        if let Some(f) = io.files.get(&segno) {
+            return Ok(f.clone());
+        }
+        let (file, created) = segment::open_or_create_segment(
+            self.fs.as_ref(),
+            &self.dir,
+            segno,
+            self.cfg.segment_size,
+        )?;
+        if created {
+            add(&self.counters.segments_created, 1);
+        }
+        io.files.insert(segno, file.clone());
+        Ok(file)
+    }
+
+    /// Recycles the segments wholly before the one holding `redo`: up to
+    /// [`MAX_RECYCLED_SEGMENTS`] future segments are kept (old ones renamed
+    /// to the next unused future names), the others removed, then the
+    /// directory is fsynced. The caller guarantees that the control file
+    /// naming `redo` (or a later redo point) is durable. Segments at or
+    /// past the flushed position are never touched. Returns how many
+    /// segments were recycled or removed.
+    pub fn recycle_segments_before(&self, redo: Lsn, who: Issuer) -> Result<usize> {
+        let mut io = self.io.lock();
+        let flushed = self.state.lock().flushed;
+        let insert = self.inner.lock().insert_pos;
+        let limit = self.geo.segment_of(redo.0.min(flushed));
+        let current = self.geo.segment_of(insert);
+        let all = segment::list_segments(self.fs.as_ref(), &self.dir)?;
+        let old: Vec<u64> = all.iter().copied().filter(|s| *s < limit).collect();
+        if old.is_empty() {
+            return Ok(0);
+        }
+        let future_now = all.iter().filter(|s| **s > current).count();
+        let first_future = all.last().copied().unwrap_or(0).max(current) + 1;
+        for s in &old {
+            io.files.remove(s);
+        }
+        let done = segment::recycle(
+            self.fs.as_ref(),
+            &self.dir,
+            &old,
+            first_future,
+            future_now,
+            MAX_RECYCLED_SEGMENTS,
+            who,
+        )?;
+        add(&self.counters.segments_recycled, done.recycled as u64);
+        add(&self.counters.segments_removed, done.removed as u64);
+        Ok(done.recycled + done.removed)
+    }
+}
+
+/// Reads the block holding `end` (mid-block) and zeroes it past `end`.
+fn read_partial_block(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    cfg: &WalConfig,
+    geo: &Geometry,
+    end: u64,
+) -> Result<Vec<u8>> {
+    let page_start = geo.page_start(end);
+    let path = segment::segment_path(dir, geo.segment_of(end));
+    let file = fs.open(&path, FileKind::Wal, OpenOptions::read_only())?;
+    let mut block = vec![0u8; geo.block as usize];
+    file.read_exact_at(
+        &mut block,
+        geo.segment_offset(page_start),
+        Issuer::WalWriter,
+    )?;
+    let header = PageHeader::decode(&block);
+    let ok = header.is_some_and(|h| h.magic == PAGE_MAGIC && h.address == page_start);
+    if !ok {
+        return Err(Error::corruption(
+            &path,
+            format!("LSN {}", Lsn(page_start)),
+            format!(
+                "the WAL page holding the end of WAL {} has no valid header",
+                Lsn(end)
+            ),
+        ));
+    }
+    if let Some(h) = header.filter(|h| h.epoch > cfg.epoch) {
+        return Err(Error::Invalid(format!(
+            "WAL page {} has epoch {}, newer than this opening's epoch {}: the epoch must grow at every opening",
+            Lsn(page_start),
+            h.epoch,
+            cfg.epoch
+        )));
+    }
+    block[geo.page_offset(end) as usize..].fill(0);
+    Ok(block)
+}
