@@ -419,7 +419,13 @@ impl Database {
         V: AsRef<[u8]>,
     {
         let inner = &*self.inner;
-        let batch = inner.options.max_write_set_rows.min(1000);
+        // Each commit pins its leaves: keep a batch well inside the pool.
+        let batch = inner
+            .options
+            .max_write_set_rows
+            .min(1000)
+            .min(inner.pool.nframes() / 4)
+            .max(1);
         let mut tx = inner.begin();
         let (mut n, mut in_tx, mut last) = (0u64, 0usize, Lsn::INVALID);
         for (k, v) in rows {

@@ -57,6 +57,9 @@ const SP_LOW_LEN: usize = 4;
 const SP_LOW: usize = 6;
 /// The special area's fixed part: level, frag, low_len, high_len.
 const SP_FIXED: usize = 8;
+/// Bytes of every node that are neither cells, slots nor fence keys: the
+/// page header and the special area's fixed fields.
+pub const NODE_FIXED_BYTES: usize = PAGE_HEADER_SIZE + SP_FIXED;
 const NO_HIGH: u16 = 0xFFFF;
 const SLOT: usize = 2;
 const LEAF_HDR: usize = 4;

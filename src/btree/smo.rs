@@ -209,7 +209,9 @@ pub fn split_leaf(
     }
     let mut all: Vec<PageWrite<'_>> = Vec::with_capacity(latched.len() + new_pages.len() + 1);
     all.push(meta_w);
-    all.extend(latched);
+    // Ancestors latched but left alone (the separator fit lower down) are
+    // not part of the change.
+    all.extend(latched.into_iter().filter(|p| p.is_marked_dirty()));
     all.extend(new_pages);
     log_images(wal, &mut all)?;
     Ok(())
@@ -265,24 +267,27 @@ fn descend_path<'a>(
 
 /// Chooses where to split a leaf so that its rows and the pending changes
 /// divide about evenly by bytes, or 90/10 when every pending key lies
-/// beyond the rows of the rightmost leaf (ascending inserts). None if there
-/// are fewer than two distinct keys.
+/// beyond the rows of the rightmost leaf (ascending inserts). The rows
+/// already there, with the new fences, must fit in each half. None if no
+/// separator works (fewer than two distinct keys).
 fn choose_leaf_separator(leaf: &[u8], pending: &[Pending<'_>]) -> Option<Vec<u8>> {
     let n = node::count(leaf);
-    let mut merged: Vec<(&[u8], usize)> = (0..n)
+    // (key, page bytes, already on the page)
+    let mut merged: Vec<(&[u8], usize, bool)> = (0..n)
         .map(|i| {
             let k = node::key_at(leaf, i);
             (
                 k,
                 node::leaf_cell_size(k.len(), node::value_at(leaf, i).len()),
+                true,
             )
         })
         .collect();
-    let max_existing = merged.last().map(|(k, _)| *k);
+    let max_existing = merged.last().map(|(k, _, _)| *k);
     for p in pending {
-        match merged.binary_search_by(|(k, _)| (*k).cmp(p.key)) {
+        match merged.binary_search_by(|(k, _, _)| (*k).cmp(p.key)) {
             Ok(i) => merged[i].1 = merged[i].1.max(p.bytes),
-            Err(i) => merged.insert(i, (p.key, p.bytes)),
+            Err(i) => merged.insert(i, (p.key, p.bytes, false)),
         }
     }
     if merged.len() < 2 {
@@ -290,23 +295,38 @@ fn choose_leaf_separator(leaf: &[u8], pending: &[Pending<'_>]) -> Option<Vec<u8>
     }
     let right_edge = node::high_fence(leaf).is_none()
         && max_existing.is_some_and(|mx| pending.iter().all(|p| p.key > mx));
-    let total: usize = merged.iter().map(|(_, s)| s).sum();
+    let total: usize = merged.iter().map(|m| m.1).sum();
     let target = if right_edge {
         total * 9 / 10
     } else {
         total / 2
     };
-    let mut acc = 0;
-    let mut m = merged.len() - 1;
-    for (i, (_, s)) in merged.iter().enumerate().skip(1) {
-        acc += merged[i - 1].1;
-        let _ = s;
-        if acc >= target {
-            m = i;
-            break;
-        }
+    // prefix[m]: bytes of entries before m; on_page[m]: of those, the rows
+    // already on the page (what the left half holds right after the split).
+    let mut prefix = vec![0usize; merged.len() + 1];
+    let mut on_page = vec![0usize; merged.len() + 1];
+    for (i, (_, size, existing)) in merged.iter().enumerate() {
+        prefix[i + 1] = prefix[i] + size;
+        on_page[i + 1] = on_page[i] + if *existing { *size } else { 0 };
     }
-    Some(merged[m.clamp(1, merged.len() - 1)].0.to_vec())
+    let page = leaf.len();
+    let (low, high) = (
+        node::low_fence(leaf).len(),
+        node::high_fence(leaf).map_or(0, |h| h.len()),
+    );
+    let fits_at = |m: usize| {
+        let sep = merged[m].0.len();
+        node::NODE_FIXED_BYTES + low + sep + on_page[m] <= page
+            && node::NODE_FIXED_BYTES + sep + high + (on_page[merged.len()] - on_page[m]) <= page
+    };
+    let ideal = (1..merged.len())
+        .find(|&m| prefix[m] >= target)
+        .unwrap_or(merged.len() - 1);
+    // The workable split point nearest the ideal one.
+    let mut candidates: Vec<usize> = (1..merged.len()).collect();
+    candidates.sort_by_key(|&m| m.abs_diff(ideal));
+    let m = candidates.into_iter().find(|&m| fits_at(m))?;
+    Some(merged[m].0.to_vec())
 }
 
 /// Moves the rows of `left` with keys >= `sep` into a fresh leaf `right`.

@@ -135,6 +135,11 @@ impl<'a> PageWrite<'a> {
         self.dirtied = true;
     }
 
+    /// True once [`PageWrite::mark_dirty`] was called through this guard.
+    pub fn is_marked_dirty(&self) -> bool {
+        self.dirtied
+    }
+
     /// The page bytes, for changing. The page must be marked dirty first.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         assert!(self.dirtied, "page changed without being marked dirty");
