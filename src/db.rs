@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The catalog's file id: a tree of table name -> file id.
 pub const CATALOG_FILE_ID: u32 = 1;
@@ -53,6 +53,13 @@ pub struct Options {
     pub max_write_set_rows: usize,
     /// Most bytes one transaction may write (default 16 MB).
     pub max_write_set_bytes: usize,
+    /// `max_wal_size` in bytes (default 1 GB): a checkpoint starts when the
+    /// WAL written since the last redo point reaches half of it, so that
+    /// about this much WAL is kept (as PostgreSQL's soft limit).
+    pub max_wal_size: u64,
+    /// `checkpoint_timeout` (default 300 s): the longest time between
+    /// automatic checkpoints.
+    pub checkpoint_timeout: Duration,
 }
 
 impl Default for Options {
@@ -63,6 +70,8 @@ impl Default for Options {
             synchronous_commit: true,
             max_write_set_rows: 10_000,
             max_write_set_bytes: 16 * 1024 * 1024,
+            max_wal_size: 1024 * 1024 * 1024,
+            checkpoint_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -99,12 +108,15 @@ pub(crate) struct Inner {
     poisoned: Mutex<Option<String>>,
     stop: AtomicBool,
     pub(crate) checkpoints: AtomicU64,
+    /// The redo point of the last checkpoint, and when it started.
+    last_checkpoint: Mutex<(Lsn, Instant)>,
 }
 
 /// An open database. Shareable between threads (`&Database` is `Sync`).
 pub struct Database {
     inner: Arc<Inner>,
-    wal_writer: Option<JoinHandle<()>>,
+    /// The WAL writer and checkpoint trigger.
+    background: Option<JoinHandle<()>>,
     /// What recovery did at this opening.
     pub recovery: RecoveryReport,
 }
@@ -139,6 +151,7 @@ impl Inner {
         let _one = self.checkpoint_lock.lock();
         self.check_usable()?;
         let redo = self.wal.insert_lsn();
+        *self.last_checkpoint.lock() = (redo, Instant::now());
         self.pool.flush_dirty(Issuer::Checkpointer, 64)?;
         self.pool.files().sync_all(Issuer::Checkpointer)?;
         let info = CheckpointInfo {
@@ -304,6 +317,7 @@ impl Database {
             poisoned: Mutex::new(None),
             stop: AtomicBool::new(false),
             checkpoints: AtomicU64::new(0),
+            last_checkpoint: Mutex::new((Lsn::INVALID, Instant::now())),
         });
         if needs_catalog {
             smo::create_tree(
@@ -315,10 +329,10 @@ impl Database {
         inner.load_catalog()?;
         remove_orphan_files(&inner)?;
         inner.checkpoint(false)?;
-        let wal_writer = (!options.synchronous_commit).then(|| spawn_wal_writer(inner.clone()));
+        let background = Some(spawn_background(inner.clone()));
         Ok(Database {
             inner,
-            wal_writer,
+            background,
             recovery: report,
         })
     }
@@ -472,14 +486,14 @@ impl Database {
 
     /// Closes cleanly: a shutdown checkpoint, control file "shut down".
     pub fn close(mut self) -> Result<()> {
-        self.stop_wal_writer();
+        self.stop_background();
         self.inner.checkpoint(true)?;
         Ok(())
     }
 
-    fn stop_wal_writer(&mut self) {
+    fn stop_background(&mut self) {
         self.inner.stop.store(true, SeqCst);
-        if let Some(h) = self.wal_writer.take() {
+        if let Some(h) = self.background.take() {
             let _ = h.join();
         }
     }
@@ -489,7 +503,7 @@ impl Drop for Database {
     fn drop(&mut self) {
         // Without close(): like a crash, except that commits already
         // returned with synchronous_commit off are flushed.
-        self.stop_wal_writer();
+        self.stop_background();
         let _ = self
             .inner
             .wal
@@ -497,19 +511,38 @@ impl Drop for Database {
     }
 }
 
-fn spawn_wal_writer(inner: Arc<Inner>) -> JoinHandle<()> {
+/// The background thread: with `synchronous_commit = off` it flushes the
+/// WAL every 10 ms; it starts a checkpoint when `max_wal_size / 2` of WAL
+/// was written since the last redo point or `checkpoint_timeout` passed.
+fn spawn_background(inner: Arc<Inner>) -> JoinHandle<()> {
     std::thread::Builder::new()
-        .name("untorn-wal-writer".into())
+        .name("untorn-background".into())
         .spawn(move || {
             while !inner.stop.load(SeqCst) {
                 std::thread::sleep(Duration::from_millis(10));
-                if let Err(e) = inner.wal.flush(inner.wal.insert_lsn(), Issuer::WalWriter) {
-                    inner.poison(&e);
-                    return;
+                if !inner.options.synchronous_commit {
+                    if let Err(e) = inner.wal.flush(inner.wal.insert_lsn(), Issuer::WalWriter) {
+                        inner.poison(&e);
+                        return;
+                    }
+                }
+                let (redo, at) = *inner.last_checkpoint.lock();
+                let wal_since = inner.wal.insert_lsn().0.saturating_sub(redo.0);
+                let due = wal_since >= inner.options.max_wal_size / 2
+                    || at.elapsed() >= inner.options.checkpoint_timeout;
+                if due && inner.check_usable().is_ok() {
+                    if let Err(e) = inner.checkpoint(false) {
+                        if e.is_fatal() {
+                            inner.poison(&e);
+                            return;
+                        }
+                        // Not fatal (a full disk, say): try again later.
+                        *inner.last_checkpoint.lock() = (redo, Instant::now());
+                    }
                 }
             }
         })
-        .expect("spawn the WAL writer")
+        .expect("spawn the background thread")
 }
 
 /// Removes data files no table owns: left by a crash between creating a

@@ -630,6 +630,27 @@ pub fn truncate_right(b: &mut [u8], sep: &[u8]) {
     }
 }
 
+/// Replaces the high fence, keeping every entry: a leaf that takes over the
+/// key range of an emptied right neighbour. `Err(NoRoom)` (page unchanged)
+/// if the longer fence does not fit, or if an entry would fall outside it.
+pub fn set_high_fence(b: &mut [u8], high: Option<&[u8]>) -> Result<(), NoRoom> {
+    let n = count(b);
+    if n > 0 && high.is_some_and(|h| key_at(b, n - 1) >= h) {
+        return Err(NoRoom);
+    }
+    let cells: usize = (0..n).map(|i| SLOT + cell_len(b, slot(b, i))).sum();
+    if NODE_FIXED_BYTES + low_fence(b).len() + high.map_or(0, |h| h.len()) + cells > b.len() {
+        return Err(NoRoom);
+    }
+    let old = b.to_vec();
+    init_like(b, &old, rd32(&old, OFF_BLOCK), low_fence(&old), high);
+    b[..OFF_LAYOUT_VERSION].copy_from_slice(&old[..OFF_LAYOUT_VERSION]);
+    for i in 0..n {
+        append_cell(b, cell_at(&old, i));
+    }
+    Ok(())
+}
+
 /// The index of the first entry that moves right, in `1..count`.
 fn split_point(b: &[u8], hint: SplitHint) -> usize {
     let n = count(b);

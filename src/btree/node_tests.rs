@@ -596,3 +596,21 @@ fn freed_bytes_are_zeroed() {
     let (lo, up) = (lower(&b), upper(&b));
     assert!(b[lo..up].iter().all(|&x| x == 0));
 }
+
+#[test]
+fn set_high_fence_extends_a_leaf_and_refuses_what_does_not_fit() {
+    let mut b = vec![0u8; 4096];
+    init_leaf(&mut b, 1, 2, b"b", Some(b"m"));
+    leaf_insert(&mut b, b"c", b"1").unwrap();
+    leaf_insert(&mut b, b"k", b"2").unwrap();
+    set_high_fence(&mut b, Some(b"z")).unwrap();
+    check_node(&b).unwrap();
+    assert_eq!(high_fence(&b), Some(&b"z"[..]));
+    assert_eq!(leaf_get(&b, b"k"), Some(&b"2"[..]));
+    set_high_fence(&mut b, None).unwrap();
+    check_node(&b).unwrap();
+    assert!(covers(&b, b"zzzz"));
+    let before = b.clone();
+    assert_eq!(set_high_fence(&mut b, Some(b"d")), Err(NoRoom));
+    assert_eq!(b, before);
+}

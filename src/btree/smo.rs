@@ -345,3 +345,78 @@ fn split_leaf_at(left: &mut [u8], right: &mut [u8], right_block: u32, sep: &[u8]
     }
     node::truncate_right(left, sep);
 }
+
+/// Frees the leaf covering `key` if it is empty: its key range goes to its
+/// left neighbour, its entry leaves the parent, the block joins the free
+/// list. Returns whether a leaf was freed. A leaf that is its parent's
+/// first child, or its only one, stays (it keeps the parent's low fence).
+pub fn free_empty_leaf(
+    tree: &Tree<'_>,
+    wal: &Wal,
+    smo: &parking_lot::Mutex<()>,
+    key: &[u8],
+    who: Issuer,
+) -> Result<bool> {
+    let _structure = smo.lock();
+    let pool = tree.pool;
+    let meta_pin = pool.pin(tree.page(meta::META_BLOCK), who)?;
+    let mut path = descend_path(tree, key, 0, who)?;
+    if path.len() < 2 {
+        return Ok(false); // the root is never freed
+    }
+    let leaf_pin = path.pop().expect("leaf").pin;
+    let parent_pin = path.pop().expect("parent").pin;
+    drop(path);
+    let leaf_block = leaf_pin.id().block;
+    let mut meta_w = meta_pin.into_write();
+    let mut parent = parent_pin.into_write();
+    let (i, child) = node::inner_find_child(parent.bytes(), key);
+    if child != leaf_block || i == 0 {
+        return Ok(false);
+    }
+    let left_pin = pool.pin_cached(tree.page(node::child_at(parent.bytes(), i - 1)));
+    let Some(left_pin) = left_pin else {
+        return Ok(false); // not cached: not worth a read under latches
+    };
+    // Leaves are latched in block order, as commits latch them.
+    let (mut leaf, mut left) = if leaf_block < left_pin.id().block {
+        let l = leaf_pin.into_write();
+        (l, left_pin.into_write())
+    } else {
+        let lf = left_pin.into_write();
+        (leaf_pin.into_write(), lf)
+    };
+    let (lb, fb) = (leaf.bytes(), left.bytes());
+    if !is_node(lb)
+        || !node::is_leaf(lb)
+        || node::count(lb) != 0
+        || !is_node(fb)
+        || !node::is_leaf(fb)
+    {
+        return Ok(false);
+    }
+    if node::high_fence(fb) != Some(node::low_fence(lb)) {
+        return Ok(false);
+    }
+    let mut widened = fb.to_vec();
+    let high = node::high_fence(lb).map(|h| h.to_vec());
+    if node::set_high_fence(&mut widened, high.as_deref()).is_err() {
+        return Ok(false);
+    }
+    for p in [&mut meta_w, &mut parent, &mut left, &mut leaf] {
+        p.mark_dirty();
+    }
+    left.bytes_mut().copy_from_slice(&widened);
+    node::inner_remove(parent.bytes_mut(), i);
+    crate::page::init_page(
+        leaf.bytes_mut(),
+        crate::page::PageKind::Free,
+        tree.file_id,
+        leaf_block,
+        0,
+    );
+    // A full free list leaves the block unused (still a Free page).
+    meta::release(meta_w.bytes_mut(), leaf_block);
+    log_images(wal, &mut [meta_w, parent, left, leaf])?;
+    Ok(true)
+}

@@ -16,7 +16,7 @@
 
 use super::Transaction;
 use crate::btree::ops::{apply_op, encode_op, space_needed, RowChange};
-use crate::btree::smo::{fits, split_leaf, Pending};
+use crate::btree::smo::{fits, free_empty_leaf, split_leaf, Pending};
 use crate::btree::{node, Tree};
 use crate::buffer::{PageId, PageWrite, Pinned};
 use crate::error::{Error, Result};
@@ -46,15 +46,15 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
         .iter()
         .map(|((f, k), c)| (*f, k.as_slice(), c))
         .collect();
-    let mut end = None;
+    let mut applied = None;
     for _ in 0..MAX_ROUNDS {
         let groups = prepare(tx, &writes)?;
-        if let Some(lsn) = apply(tx, &writes, groups)? {
-            end = Some(lsn);
+        if let Some(done) = apply(tx, &writes, groups)? {
+            applied = Some(done);
             break;
         }
     }
-    let end = end.ok_or_else(|| {
+    let (end, emptied) = applied.ok_or_else(|| {
         Error::Invalid(format!(
             "transaction {} could not commit after {MAX_ROUNDS} rounds of concurrent splits",
             tx.xid
@@ -62,6 +62,18 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
     })?;
     if wait && db.options.synchronous_commit {
         db.wal.flush(end, Issuer::Client)?;
+    }
+    // Leaves this commit emptied go back to their trees' free lists, each
+    // as its own structure change. Best effort: a leaf left in place is
+    // still correct, so only a fatal error is passed on.
+    for (file_id, low) in emptied {
+        let tree = Tree::new(&db.pool, file_id);
+        let smo = db.smo_lock(file_id);
+        if let Err(e) = free_empty_leaf(&tree, &db.wal, &smo, &low, Issuer::Client) {
+            if e.is_fatal() {
+                return Err(e);
+            }
+        }
     }
     Ok(end)
 }
@@ -165,13 +177,16 @@ fn pending_owned(writes: &[(u32, &[u8], &RowChange)], file_id: u32) -> Vec<(Vec<
         .collect()
 }
 
+/// A commit's end LSN and the leaves it emptied (file id, low fence).
+type Applied = (Lsn, Vec<(u32, Vec<u8>)>);
+
 /// Latches the leaves in page order, re-checks them, applies and logs.
 /// Returns `None` when a leaf changed since prepare (prepare again).
 fn apply(
     tx: &Transaction<'_>,
     writes: &[(u32, &[u8], &RowChange)],
     mut groups: Vec<LeafGroup<'_>>,
-) -> Result<Option<Lsn>> {
+) -> Result<Option<Applied>> {
     let db = tx.db;
     groups.sort_by_key(|g| g.pin.id());
     // Two groups may name the same leaf (writes of one leaf split by
@@ -208,7 +223,7 @@ fn apply(
         }
     }
     // Critical section: from here a failure poisons the database.
-    let result = (|| -> Result<Lsn> {
+    let result = (|| -> Result<Applied> {
         let mut blocks = Vec::with_capacity(latched.len());
         for (w, idxs) in latched.iter_mut() {
             w.mark_dirty();
@@ -246,13 +261,17 @@ fn apply(
             blocks,
             main,
         })?;
+        let mut emptied = Vec::new();
         for (w, _) in latched.iter_mut() {
             w.set_lsns(end, end);
+            if node::count(w.bytes()) == 0 {
+                emptied.push((w.id().file_id, node::low_fence(w.bytes()).to_vec()));
+            }
         }
-        Ok(end)
+        Ok((end, emptied))
     })();
     match result {
-        Ok(end) => Ok(Some(end)),
+        Ok(done) => Ok(Some(done)),
         Err(e) => {
             db.poison(&e);
             Err(e)
