@@ -1,0 +1,115 @@
+//! Bad input gets a clear error and loses nothing.
+
+use untorn::settings::RequestedCreationSettings;
+use untorn::{key_u64, Database, Error, Options};
+
+fn msg<T>(r: untorn::Result<T>) -> String {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn opening_a_missing_directory_or_a_non_database_is_a_clear_error() {
+    let e = msg(Database::open(
+        std::path::Path::new("/nonexistent/untorn"),
+        Options::default(),
+    ));
+    assert!(e.contains("does not exist"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("something"), b"x").unwrap();
+    let e = msg(Database::open(dir.path(), Options::default()));
+    assert!(e.contains("not an untorn database"), "{e}");
+    // Creating over a non-empty directory is refused and leaves it alone.
+    let e = msg(Database::create(dir.path(), Options::default()));
+    assert!(e.contains("not empty"), "{e}");
+    assert_eq!(std::fs::read(dir.path().join("something")).unwrap(), b"x");
+}
+
+#[test]
+fn opening_with_other_sizes_names_both_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    Database::create(&path, Options::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    let other = Options {
+        creation: RequestedCreationSettings {
+            page_size: Some(16384),
+            ..Default::default()
+        },
+        ..Options::default()
+    };
+    let e = msg(Database::open(&path, other));
+    assert!(
+        e.contains("page_size") && e.contains("8192") && e.contains("16384"),
+        "{e}"
+    );
+    // Nothing was touched: the database opens with its own sizes.
+    Database::open(&path, Options::default())
+        .unwrap()
+        .close()
+        .unwrap();
+}
+
+#[test]
+fn missing_tables_and_oversized_rows_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::create(&dir.path().join("db"), Options::default()).unwrap();
+    assert!(matches!(db.table("nope"), Err(Error::NoSuchTable(_))));
+    assert!(msg(db.table("nope")).contains("\"nope\" does not exist"));
+    let t = db.create_table("t").unwrap();
+    assert!(msg(db.create_table("t")).contains("already exists"));
+    let mut tx = db.begin();
+    let e = msg(tx.insert(&t, &key_u64(1), &vec![0u8; 100_000]));
+    assert!(
+        e.contains("row of 100000 bytes is too large") && e.contains("1264"),
+        "{e}"
+    );
+    let e = msg(tx.insert(&t, &vec![1u8; 4000], b"v"));
+    assert!(e.contains("key of 4000 bytes is too large"), "{e}");
+    assert!(msg(tx.insert(&t, b"", b"v")).contains("empty key"));
+    // The transaction is still usable after refused writes.
+    tx.insert(&t, &key_u64(1), b"fine").unwrap();
+    assert!(msg(tx.insert(&t, &key_u64(1), b"again")).contains("duplicate key"));
+    tx.commit().unwrap();
+    assert_eq!(db.begin().get(&t, &key_u64(1)).unwrap().unwrap(), b"fine");
+    db.close().unwrap();
+}
+
+#[test]
+fn create_and_drop_table_survive_restarts_and_crashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Database::create(&path, Options::default()).unwrap();
+    let keep = db.create_table("keep").unwrap();
+    let gone = db.create_table("gone").unwrap();
+    for t in [&keep, &gone] {
+        let mut tx = db.begin();
+        for i in 0..500 {
+            tx.insert(t, &key_u64(i), &[7u8; 50]).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    db.drop_table("gone").unwrap();
+    assert!(db.table("gone").is_err());
+    drop(db); // crash right after the drop
+    let db = Database::open(&path, Options::default()).unwrap();
+    let names: Vec<String> = db.tables().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, vec!["keep".to_string()]);
+    assert!(!path.join("data").join(gone.file_id.to_string()).exists());
+    assert_eq!(
+        db.begin().scan(&keep, b"", None, usize::MAX).unwrap().len(),
+        500
+    );
+    // A new table never reuses the dropped file id.
+    let again = db.create_table("gone").unwrap();
+    assert!(again.file_id > gone.file_id);
+    assert!(db.begin().scan(&again, b"", None, 10).unwrap().is_empty());
+    db.close().unwrap();
+    let db = Database::open(&path, Options::default()).unwrap();
+    assert_eq!(db.tables().len(), 2);
+    db.close().unwrap();
+}
