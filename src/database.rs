@@ -46,6 +46,13 @@ pub fn create(
     settings: CreationSettings,
 ) -> Result<ControlFile> {
     settings.validate()?;
+    if settings.torn_page_protection == crate::settings::TornPageProtection::DoubleWrites {
+        return Err(Error::InvalidSetting {
+            name: "torn_page_protection",
+            detail: "double_writes is not implemented in this build yet; use full_pages or off"
+                .into(),
+        });
+    }
     if fs.exists(&ControlFile::path(dir)) {
         return Err(Error::AlreadyExists {
             path: dir.to_path_buf(),

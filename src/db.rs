@@ -105,6 +105,11 @@ pub(crate) struct Inner {
     ddl: Mutex<()>,
     smo: Mutex<HashMap<u32, Arc<Mutex<()>>>>,
     checkpoint_lock: Mutex<()>,
+    /// The redo point of the checkpoint in progress (or the last one). A
+    /// commit holds it shared from its full-page-image decision until its
+    /// record is inserted, so a checkpoint cannot move it in between (the
+    /// record would land after the new redo point without the image).
+    pub(crate) redo_point: RwLock<Lsn>,
     poisoned: Mutex<Option<String>>,
     stop: AtomicBool,
     pub(crate) checkpoints: AtomicU64,
@@ -150,7 +155,11 @@ impl Inner {
     fn checkpoint(&self, shutdown: bool) -> Result<Lsn> {
         let _one = self.checkpoint_lock.lock();
         self.check_usable()?;
-        let redo = self.wal.insert_lsn();
+        let redo = {
+            let mut point = self.redo_point.write();
+            *point = self.wal.insert_lsn();
+            *point
+        };
         *self.last_checkpoint.lock() = (redo, Instant::now());
         self.pool.flush_dirty(Issuer::Checkpointer, 64)?;
         self.pool.files().sync_all(Issuer::Checkpointer)?;
@@ -314,6 +323,7 @@ impl Database {
             ddl: Mutex::new(()),
             smo: Mutex::new(HashMap::new()),
             checkpoint_lock: Mutex::new(()),
+            redo_point: RwLock::new(Lsn::INVALID),
             poisoned: Mutex::new(None),
             stop: AtomicBool::new(false),
             checkpoints: AtomicU64::new(0),

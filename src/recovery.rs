@@ -127,7 +127,7 @@ pub fn redo(
         match rec.data.kind {
             RecordKind::Commit => {
                 report.commits_replayed += 1;
-                replay_changes(pool, &rec, scan, &mut report)?;
+                replay_changes(pool, &rec, scan, &mut report, &mut restored)?;
             }
             RecordKind::StructureChange => {
                 replay_images(pool, &rec, scan, &mut report, &mut restored)?
@@ -161,21 +161,35 @@ fn replay_images(
         if scan.dropped_files.contains(&b.file_id) {
             continue;
         }
-        let Some(img) = &b.image else {
+        if b.image.is_none() {
             return Err(corrupt_record(rec, "structure change without a page image"));
-        };
-        let id = PageId::new(b.file_id, b.block);
-        let mut w = pool.pin(id, Issuer::Recovery)?.into_write();
-        if page_lsn(w.bytes()) >= rec.end_lsn {
-            report.changes_skipped_by_lsn += 1;
-            continue;
         }
-        w.mark_dirty();
-        crate::fpi::restore_image(img, w.bytes_mut()).map_err(|e| corrupt_record(rec, &e))?;
-        w.set_lsns(rec.end_lsn, rec.end_lsn);
-        report.pages_restored_from_images += 1;
-        restored.insert(id);
+        restore_block(pool, rec, b, report, restored)?;
     }
+    Ok(())
+}
+
+/// Restores a block's full image unless the page LSN already covers the
+/// record. The old page need not be readable.
+fn restore_block(
+    pool: &BufferPool,
+    rec: &ReadRecord,
+    b: &crate::wal::BlockRef,
+    report: &mut RecoveryReport,
+    restored: &mut HashSet<PageId>,
+) -> Result<()> {
+    let img = b.image.as_ref().expect("caller checked");
+    let id = PageId::new(b.file_id, b.block);
+    let mut w = pool.pin(id, Issuer::Recovery)?.into_write();
+    if page_lsn(w.bytes()) >= rec.end_lsn {
+        report.changes_skipped_by_lsn += 1;
+        return Ok(());
+    }
+    w.mark_dirty();
+    crate::fpi::restore_image(img, w.bytes_mut()).map_err(|e| corrupt_record(rec, &e))?;
+    w.set_lsns(rec.end_lsn, rec.end_lsn);
+    report.pages_restored_from_images += 1;
+    restored.insert(id);
     Ok(())
 }
 
@@ -184,9 +198,15 @@ fn replay_changes(
     rec: &ReadRecord,
     scan: &WalScan,
     report: &mut RecoveryReport,
+    restored: &mut HashSet<PageId>,
 ) -> Result<()> {
     for b in &rec.data.blocks {
         if scan.dropped_files.contains(&b.file_id) {
+            continue;
+        }
+        if b.image.is_some() {
+            // full_pages: the first change after a checkpoint logged the page.
+            restore_block(pool, rec, b, report, restored)?;
             continue;
         }
         let id = PageId::new(b.file_id, b.block);

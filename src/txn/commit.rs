@@ -21,6 +21,7 @@ use crate::btree::{node, Tree};
 use crate::buffer::{PageId, PageWrite, Pinned};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
+use crate::settings::TornPageProtection;
 use crate::wal::{BlockRef, RecordData, RecordKind};
 use crate::Lsn;
 
@@ -223,9 +224,16 @@ fn apply(
         }
     }
     // Critical section: from here a failure poisons the database.
+    let full_pages = db.settings.torn_page_protection == TornPageProtection::FullPages;
     let result = (|| -> Result<Applied> {
+        // Held until the record is in: the redo point cannot move between
+        // the image decision and the insert.
+        let redo = db.redo_point.read();
         let mut blocks = Vec::with_capacity(latched.len());
         for (w, idxs) in latched.iter_mut() {
+            // The first change after the redo point logs the whole page, so
+            // a write of it torn by a crash is repaired by redo.
+            let needs_image = full_pages && crate::page::page_lsn(w.bytes()) <= *redo;
             w.mark_dirty();
             let mut data = Vec::new();
             for &i in idxs.iter() {
@@ -243,10 +251,15 @@ fn apply(
                 encode_op(&mut data, key, change);
             }
             let PageId { file_id, block } = w.id();
+            let (image, data) = if needs_image {
+                (Some(crate::fpi::make_image(w.bytes())), Vec::new())
+            } else {
+                (None, data)
+            };
             blocks.push(BlockRef {
                 file_id,
                 block,
-                image: None,
+                image,
                 data,
             });
         }
@@ -261,6 +274,7 @@ fn apply(
             blocks,
             main,
         })?;
+        drop(redo);
         let mut emptied = Vec::new();
         for (w, _) in latched.iter_mut() {
             w.set_lsns(end, end);
