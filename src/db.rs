@@ -113,6 +113,7 @@ pub(crate) struct Inner {
     poisoned: Mutex<Option<String>>,
     stop: AtomicBool,
     pub(crate) checkpoints: AtomicU64,
+    checkpoints_started: AtomicU64,
     /// The redo point of the last checkpoint, and when it started.
     last_checkpoint: Mutex<(Lsn, Instant)>,
 }
@@ -155,6 +156,7 @@ impl Inner {
     fn checkpoint(&self, shutdown: bool) -> Result<Lsn> {
         let _one = self.checkpoint_lock.lock();
         self.check_usable()?;
+        self.checkpoints_started.fetch_add(1, Relaxed);
         let redo = {
             let mut point = self.redo_point.write();
             *point = self.wal.insert_lsn();
@@ -327,6 +329,7 @@ impl Database {
             poisoned: Mutex::new(None),
             stop: AtomicBool::new(false),
             checkpoints: AtomicU64::new(0),
+            checkpoints_started: AtomicU64::new(0),
             last_checkpoint: Mutex::new((Lsn::INVALID, Instant::now())),
         });
         if needs_catalog {
@@ -489,9 +492,15 @@ impl Database {
         &self.inner.pool.stats
     }
 
-    /// Number of checkpoints since opening.
+    /// Number of checkpoints completed since opening.
     pub fn checkpoints(&self) -> u64 {
         self.inner.checkpoints.load(Relaxed)
+    }
+
+    /// Number of checkpoints started since opening (one more than
+    /// [`Database::checkpoints`] while one runs).
+    pub fn checkpoints_started(&self) -> u64 {
+        self.inner.checkpoints_started.load(Relaxed)
     }
 
     /// Closes cleanly: a shutdown checkpoint, control file "shut down".

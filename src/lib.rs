@@ -27,6 +27,7 @@ pub mod db;
 pub mod error;
 pub mod file;
 pub mod fpi;
+pub mod lab;
 pub mod lsn;
 pub mod page;
 pub mod recovery;

@@ -1,0 +1,160 @@
+//! What a benchmark run measures. These types are the JSON written by
+//! `untorn bench --json` (documented in docs/BENCHMARKS.md), the rows of the
+//! CSV files and the input of the report.
+
+use serde::{Deserialize, Serialize};
+
+/// Latency figures in milliseconds (from an HdrHistogram of every
+/// transaction of the run, warm-up excluded).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyMs {
+    pub avg: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// One second of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Seconds since the measured part of the run began (warm-up excluded).
+    pub second: u32,
+    pub tps: f64,
+    pub latency_ms_avg: f64,
+    pub latency_ms_p99: f64,
+    pub wal_bytes: u64,
+    pub data_writes: u64,
+    /// A checkpoint started / ended during this second.
+    pub checkpoint_started: bool,
+    pub checkpoint_ended: bool,
+}
+
+/// One run (one repeat) of one configuration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// 0-based repeat number.
+    pub repeat: usize,
+    pub seconds: f64,
+    pub transactions: u64,
+    /// Deadlocks (retried) and other retryable conflicts.
+    pub retries: u64,
+    pub tps: f64,
+    pub latency_ms: LatencyMs,
+    /// Process CPU time (user + system) per transaction, microseconds.
+    pub cpu_us_per_txn: f64,
+    pub wal_bytes: u64,
+    pub wal_records: u64,
+    pub wal_fpi: u64,
+    pub wal_fsyncs: u64,
+    /// Data-file page writes and fsyncs, every issuer.
+    pub data_writes: u64,
+    pub data_fsyncs: u64,
+    /// Double-write area page writes and fsyncs (0 without double writes).
+    pub dw_page_writes: u64,
+    pub dw_fsyncs: u64,
+    pub checkpoints: u64,
+    pub series: Vec<Sample>,
+}
+
+/// Every run of one (workload, settings) combination and their summary:
+/// the object `untorn bench --json` writes, one per combination.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConfigResult {
+    pub workload: String,
+    pub protection: String,
+    /// The device model the file layer used (`real` for none).
+    pub device: String,
+    /// Median TPS of the runs.
+    pub tps: f64,
+    pub tps_runs: Vec<f64>,
+    /// (max - min) / median of the runs' TPS, in percent.
+    pub tps_spread_pct: f64,
+    /// Of the median run (by TPS).
+    pub latency_ms: LatencyMs,
+    pub wal_bytes_per_txn: f64,
+    pub wal_fpi: u64,
+    pub dw_page_writes: u64,
+    pub dw_fsyncs: u64,
+    pub data_writes: u64,
+    pub data_fsyncs: u64,
+    pub checkpoints: u64,
+    pub cpu_us_per_txn: f64,
+    pub page_writes_per_txn: f64,
+    /// Every setting the runs used, by name.
+    pub settings: std::collections::BTreeMap<String, String>,
+    pub runs: Vec<Run>,
+}
+
+impl ConfigResult {
+    /// Fills the summary fields from `runs`: the median by TPS for
+    /// latencies, totals over all runs for counts, per-transaction figures
+    /// over all runs.
+    pub fn summarize(&mut self) {
+        let mut tps: Vec<f64> = self.runs.iter().map(|r| r.tps).collect();
+        self.tps_runs = tps.clone();
+        if tps.is_empty() {
+            return;
+        }
+        tps.sort_by(|a, b| a.total_cmp(b));
+        let median = tps[tps.len() / 2];
+        self.tps = median;
+        self.tps_spread_pct = if median > 0.0 {
+            100.0 * (tps[tps.len() - 1] - tps[0]) / median
+        } else {
+            0.0
+        };
+        if let Some(m) = self.runs.iter().find(|r| r.tps == median) {
+            self.latency_ms = m.latency_ms;
+        }
+        let txns: u64 = self.runs.iter().map(|r| r.transactions).sum::<u64>().max(1);
+        let sum = |f: fn(&Run) -> u64| self.runs.iter().map(f).sum::<u64>();
+        self.wal_bytes_per_txn = sum(|r| r.wal_bytes) as f64 / txns as f64;
+        self.wal_fpi = sum(|r| r.wal_fpi);
+        self.dw_page_writes = sum(|r| r.dw_page_writes);
+        self.dw_fsyncs = sum(|r| r.dw_fsyncs);
+        self.data_writes = sum(|r| r.data_writes);
+        self.data_fsyncs = sum(|r| r.data_fsyncs);
+        self.checkpoints = sum(|r| r.checkpoints);
+        self.page_writes_per_txn = self.data_writes as f64 / txns as f64;
+        let cpu: f64 = self
+            .runs
+            .iter()
+            .map(|r| r.cpu_us_per_txn * r.transactions as f64)
+            .sum();
+        self.cpu_us_per_txn = cpu / txns as f64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_takes_the_median_and_totals() {
+        let run = |repeat, tps: f64, txns| Run {
+            repeat,
+            tps,
+            transactions: txns,
+            wal_bytes: txns * 100,
+            data_writes: txns,
+            cpu_us_per_txn: 10.0,
+            latency_ms: LatencyMs {
+                avg: tps,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut c = ConfigResult {
+            runs: vec![run(0, 100.0, 10), run(1, 300.0, 30), run(2, 200.0, 20)],
+            ..Default::default()
+        };
+        c.summarize();
+        assert_eq!(c.tps, 200.0);
+        assert_eq!(c.tps_runs, vec![100.0, 300.0, 200.0]);
+        assert_eq!(c.latency_ms.avg, 200.0);
+        assert_eq!(c.wal_bytes_per_txn, 100.0);
+        assert_eq!(c.page_writes_per_txn, 1.0);
+        assert_eq!(c.tps_spread_pct, 100.0);
+        assert_eq!(c.cpu_us_per_txn, 10.0);
+    }
+}
