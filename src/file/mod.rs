@@ -15,6 +15,7 @@
 
 pub mod posix;
 pub mod segmented;
+pub mod sim;
 
 use crate::error::Result;
 use std::path::{Path, PathBuf};

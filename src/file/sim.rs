@@ -1,0 +1,726 @@
+//! A file system in memory that loses power on command: the crash
+//! laboratory's stand-in for [`super::posix::PosixFileSystem`], after
+//! SQLite's crash VFS (src/test6.c) and TigerBeetle's simulated storage.
+//!
+//! The model (brief: correctness.md, "The fault model of the crash laboratory"):
+//! - A file (an inode) has a *durable* image, which survives a crash, and a
+//!   *live* image, which reads see. Every write, `set_len` and `allocate`
+//!   changes the live image at once and is queued, in issue order, in the
+//!   file's pending list. `sync_all` and `sync_data` apply the list to the
+//!   durable image; both make the size durable too, as fdatasync does on
+//!   Linux after an append. `writeback_hint` makes nothing durable.
+//! - Names: a live namespace (what `open`, `exists` and `list_dir` see) and
+//!   a durable one. A creation, `rename` or `remove` changes the live
+//!   namespace at once and is queued in the directory of the (new) name;
+//!   `sync_dir` applies that directory's queue to the durable namespace. A
+//!   rename across directories is queued in the destination directory only.
+//!   Directories are durable as soon as they are created: a simplification,
+//!   as the engine creates its directories once, before anything else.
+//! - [`SimFileSystem::crash`] (sim_crash.rs) builds a new durable state from
+//!   the pending operations and one seed, then makes the live state equal to
+//!   it. Handles opened before a crash fail with ESTALE from then on, so a
+//!   `Database` dropped after the crash cannot write into the surviving image.
+//! - Faults ([`FaultConfig`]) are switches that may be set at any time.
+//!   Unlike the POSIX layer the simulation never poisons itself after a
+//!   failed fsync: stopping is the engine's job, and the laboratory checks it.
+//! - Every call is counted and, unless turned off, appended to a trace
+//!   ([`TraceOp`]) that can be saved as JSON next to a failing seed.
+//!
+//! Invariant: a file with an empty pending list that is not `diverged`
+//! (no failed fsync or lost write since the last crash) has live == durable.
+
+use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
+use crate::error::{Error, Result};
+use crate::stats::{IoOp, IoStats};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[path = "sim_crash.rs"]
+mod crash;
+use crash::trace_op;
+pub use crash::{CrashConfig, CrashReport, FaultConfig, SimImage, SplitMix64};
+pub use crash::{TornWrite, TraceKind, TraceOp};
+
+#[cfg(test)]
+#[path = "sim_tests.rs"]
+mod tests;
+
+/// Largest file the simulation accepts (files live in memory): 16 GiB.
+const FILE_SIZE_MAX: u64 = 1 << 34;
+/// What O_DIRECT asks of offsets, lengths and buffer addresses.
+const DIRECT_ALIGN: usize = 512;
+
+/// True if every value (an offset, a length, an address) suits O_DIRECT.
+fn direct_aligned(values: &[u64]) -> bool {
+    values.iter().all(|v| v.is_multiple_of(DIRECT_ALIGN as u64))
+}
+
+/// One change to a file not yet made durable by an fsync.
+#[derive(Clone, Debug)]
+enum Pending {
+    Write {
+        offset: u64,
+        data: Vec<u8>,
+    },
+    /// `set_len`.
+    SetLen(u64),
+    /// `allocate`: grows the file to at least this length.
+    Extend(u64),
+}
+
+/// Applies one pending change to an image.
+fn apply_pending(image: &mut Vec<u8>, op: &Pending) {
+    match op {
+        Pending::Write { offset, data } => write_into(image, *offset, data),
+        Pending::SetLen(len) => image.resize(*len as usize, 0),
+        Pending::Extend(len) => {
+            if (image.len() as u64) < *len {
+                image.resize(*len as usize, 0);
+            }
+        }
+    }
+}
+
+/// Copies `data` into `image` at `offset`, growing it with zeros if needed.
+fn write_into(image: &mut Vec<u8>, offset: u64, data: &[u8]) {
+    let start = offset as usize;
+    let end = start + data.len();
+    if image.len() < end {
+        image.resize(end, 0);
+    }
+    image[start..end].copy_from_slice(data);
+}
+
+/// A file's contents, durable and live.
+#[derive(Clone, Default)]
+struct Inode {
+    durable: Vec<u8>,
+    live: Vec<u8>,
+    pending: Vec<Pending>,
+    /// Live differs from durable by more than the pending list: a failed
+    /// fsync discarded the list, or the device lost a write.
+    diverged: bool,
+    /// Open handles of the current generation.
+    handles: usize,
+}
+
+/// A directory operation not yet made durable by `sync_dir`.
+#[derive(Clone, Debug)]
+enum DirOp {
+    Create {
+        path: PathBuf,
+        ino: u64,
+    },
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        ino: u64,
+    },
+    Remove {
+        path: PathBuf,
+    },
+}
+
+impl DirOp {
+    fn apply(&self, ns: &mut BTreeMap<PathBuf, u64>) {
+        match self {
+            DirOp::Create { path, ino } => {
+                ns.insert(path.clone(), *ino);
+            }
+            DirOp::Rename { from, to, ino } => {
+                if ns.get(from) == Some(ino) {
+                    ns.remove(from);
+                }
+                ns.insert(to.clone(), *ino);
+            }
+            DirOp::Remove { path } => {
+                ns.remove(path);
+            }
+        }
+    }
+
+    fn ino(&self) -> Option<u64> {
+        match self {
+            DirOp::Create { ino, .. } | DirOp::Rename { ino, .. } => Some(*ino),
+            DirOp::Remove { .. } => None,
+        }
+    }
+}
+
+/// Everything the simulation holds, behind one mutex.
+#[derive(Clone)]
+struct State {
+    inodes: BTreeMap<u64, Inode>,
+    next_ino: u64,
+    live_ns: BTreeMap<PathBuf, u64>,
+    durable_ns: BTreeMap<PathBuf, u64>,
+    /// Directory -> its operations since its last `sync_dir`, in order.
+    dir_pending: BTreeMap<PathBuf, Vec<DirOp>>,
+    dirs: BTreeSet<PathBuf>,
+    faults: FaultConfig,
+    trace: Vec<TraceOp>,
+    trace_enabled: bool,
+    op_count: u64,
+    /// Bumped by every crash; handles of older generations are stale.
+    generation: u64,
+}
+
+fn os_error(path: &Path, op: &'static str, code: i32) -> Error {
+    Error::io(path, op, std::io::Error::from_raw_os_error(code))
+}
+
+fn parent_of(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+impl State {
+    fn new() -> State {
+        State {
+            inodes: BTreeMap::new(),
+            next_ino: 1,
+            live_ns: BTreeMap::new(),
+            durable_ns: BTreeMap::new(),
+            dir_pending: BTreeMap::new(),
+            dirs: BTreeSet::new(),
+            faults: FaultConfig::default(),
+            trace: Vec::new(),
+            trace_enabled: true,
+            op_count: 0,
+            generation: 0,
+        }
+    }
+
+    fn dir_exists(&self, dir: &Path) -> bool {
+        dir.as_os_str().is_empty() || dir == Path::new("/") || self.dirs.contains(dir)
+    }
+
+    /// Frees an inode that no name, queued operation or handle reaches.
+    fn maybe_free(&mut self, ino: u64) {
+        let Some(inode) = self.inodes.get(&ino) else {
+            return;
+        };
+        let reached = inode.handles > 0
+            || self.live_ns.values().any(|i| *i == ino)
+            || self.durable_ns.values().any(|i| *i == ino)
+            || self
+                .dir_pending
+                .values()
+                .flatten()
+                .any(|op| op.ino() == Some(ino));
+        if !reached {
+            self.inodes.remove(&ino);
+        }
+    }
+
+    /// The handle's inode, if the handle is of this generation and allows it.
+    fn inode_of(&mut self, f: &SimFile, write: bool) -> Result<&mut Inode> {
+        if f.generation != self.generation {
+            return Err(os_error(&f.path, "stale handle", libc::ESTALE));
+        }
+        if write && f.read_only {
+            return Err(os_error(&f.path, "write", libc::EBADF));
+        }
+        let inode = self.inodes.get_mut(&f.ino);
+        Ok(inode.expect("a handle of the current generation keeps its inode"))
+    }
+
+    /// Writes `data` through a handle; notes in `t` where it landed and
+    /// any fault that struck.
+    fn write(&mut self, f: &SimFile, data: Vec<u8>, t: &mut TraceOp) -> Result<()> {
+        self.inode_of(f, true)?;
+        self.power(&f.path)?;
+        let (offset, len) = (t.offset, data.len() as u64);
+        if f.direct && !direct_aligned(&[offset, len]) {
+            return Err(os_error(&f.path, "pwrite (O_DIRECT)", libc::EINVAL));
+        }
+        if let Some((kind, delta, block)) = self.faults.misdirect_next_write {
+            if kind == f.kind {
+                self.faults.misdirect_next_write = None;
+                t.offset = (offset as i64 + delta * block as i64).max(0) as u64;
+                t.note = Some(format!("misdirected from offset {offset}"));
+            }
+        }
+        let at = t.offset;
+        if at.checked_add(len).is_none_or(|end| end > FILE_SIZE_MAX) {
+            return Err(os_error(&f.path, "pwrite", libc::EFBIG));
+        }
+        self.take_space(f, len)?;
+        let lost = self.faults.lose_next_write == Some(f.kind);
+        if lost {
+            self.faults.lose_next_write = None;
+            t.note = Some("lost by the device".into());
+        }
+        self.clear_eio(&f.path, at, len);
+        let inode = self.inode_of(f, true)?;
+        write_into(&mut inode.live, at, &data);
+        if lost {
+            inode.diverged = true;
+        } else if len > 0 {
+            inode.pending.push(Pending::Write { offset: at, data });
+        }
+        Ok(())
+    }
+
+    fn read(&mut self, f: &SimFile, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let inode = self.inode_of(f, false)?;
+        let file_len = inode.live.len() as u64;
+        if offset >= file_len {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(file_len - offset) as usize;
+        self.check_eio(&f.path, offset, n as u64)?;
+        let inode = self.inode_of(f, false)?;
+        buf[..n].copy_from_slice(&inode.live[offset as usize..offset as usize + n]);
+        Ok(n)
+    }
+
+    fn sync(&mut self, f: &SimFile) -> Result<()> {
+        self.inode_of(f, false)?;
+        self.power(&f.path)?;
+        let fail = match &mut self.faults.fail_fsync_after {
+            Some(0) => {
+                self.faults.fail_fsync_after = None;
+                true
+            }
+            Some(n) => {
+                *n -= 1;
+                false
+            }
+            None => false,
+        };
+        let inode = self.inode_of(f, false)?;
+        if fail {
+            // Linux: the dirty pages are dropped from the writeback and
+            // marked clean, so they stay readable but never become durable.
+            inode.diverged |= !inode.pending.is_empty();
+            inode.pending.clear();
+            return Err(Error::FsyncFailed {
+                path: f.path.clone(),
+                source: std::io::Error::from_raw_os_error(libc::EIO),
+            });
+        }
+        for op in inode.pending.drain(..) {
+            apply_pending(&mut inode.durable, &op);
+        }
+        assert!(inode.diverged || inode.durable.len() == inode.live.len());
+        Ok(())
+    }
+
+    fn resize(&mut self, f: &SimFile, op: Pending) -> Result<()> {
+        let (Pending::SetLen(len) | Pending::Extend(len)) = op else {
+            unreachable!("resize takes a size change");
+        };
+        let current = self.inode_of(f, true)?.live.len() as u64;
+        self.power(&f.path)?;
+        if len > FILE_SIZE_MAX {
+            return Err(os_error(&f.path, "ftruncate", libc::EFBIG));
+        }
+        if let Pending::Extend(_) = op {
+            if len <= current {
+                return Ok(());
+            }
+            self.take_space(f, len - current)?;
+        }
+        let inode = self.inode_of(f, true)?;
+        apply_pending(&mut inode.live, &op);
+        inode.pending.push(op);
+        Ok(())
+    }
+
+    fn open(&mut self, path: &Path, opts: OpenOptions) -> Result<u64> {
+        if let Some(ino) = self.live_ns.get(path).copied() {
+            if opts.create_new {
+                return Err(os_error(path, "open", libc::EEXIST));
+            }
+            return Ok(ino);
+        }
+        if self.dir_exists(path) {
+            return Err(os_error(path, "open", libc::EISDIR));
+        }
+        let parent = parent_of(path);
+        if !opts.create || !self.dir_exists(&parent) {
+            return Err(os_error(path, "open", libc::ENOENT));
+        }
+        self.power(path)?;
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        self.inodes.insert(ino, Inode::default());
+        self.live_ns.insert(path.to_path_buf(), ino);
+        let op = DirOp::Create {
+            path: path.to_path_buf(),
+            ino,
+        };
+        self.dir_pending.entry(parent).or_default().push(op);
+        Ok(ino)
+    }
+
+    fn rename(&mut self, from: &Path, to: &Path) -> Result<()> {
+        let ino = *self
+            .live_ns
+            .get(from)
+            .ok_or_else(|| os_error(from, "rename", libc::ENOENT))?;
+        self.power(from)?;
+        let parent = parent_of(to);
+        if !self.dir_exists(&parent) {
+            return Err(os_error(to, "rename", libc::ENOENT));
+        }
+        if self.dir_exists(to) {
+            return Err(os_error(to, "rename", libc::EISDIR));
+        }
+        if from == to {
+            return Ok(());
+        }
+        self.live_ns.remove(from);
+        let replaced = self.live_ns.insert(to.to_path_buf(), ino);
+        let op = DirOp::Rename {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+            ino,
+        };
+        self.dir_pending.entry(parent).or_default().push(op);
+        if let Some(old) = replaced {
+            self.maybe_free(old);
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, path: &Path) -> Result<()> {
+        self.power(path)?;
+        let ino = self
+            .live_ns
+            .remove(path)
+            .ok_or_else(|| os_error(path, "unlink", libc::ENOENT))?;
+        let op = DirOp::Remove {
+            path: path.to_path_buf(),
+        };
+        self.dir_pending
+            .entry(parent_of(path))
+            .or_default()
+            .push(op);
+        self.maybe_free(ino);
+        Ok(())
+    }
+
+    fn sync_dir(&mut self, dir: &Path) -> Result<()> {
+        if !self.dir_exists(dir) {
+            return Err(os_error(dir, "open directory", libc::ENOENT));
+        }
+        self.power(dir)?;
+        let ops = self.dir_pending.remove(dir).unwrap_or_default();
+        for op in &ops {
+            op.apply(&mut self.durable_ns);
+        }
+        for ino in ops.iter().filter_map(DirOp::ino) {
+            self.maybe_free(ino);
+        }
+        Ok(())
+    }
+
+    fn create_dir_all(&mut self, dir: &Path) -> Result<()> {
+        for d in dir.ancestors() {
+            if self.live_ns.contains_key(d) {
+                return Err(os_error(dir, "mkdir", libc::ENOTDIR));
+            }
+        }
+        for d in dir.ancestors().filter(|d| !d.as_os_str().is_empty()) {
+            self.dirs.insert(d.to_path_buf());
+        }
+        Ok(())
+    }
+
+    fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        if !self.dir_exists(dir) {
+            return Err(os_error(dir, "readdir", libc::ENOENT));
+        }
+        let in_dir = |p: &&PathBuf| p.parent() == Some(dir) && p.as_path() != dir;
+        let files = self.live_ns.keys().filter(in_dir);
+        let mut out: Vec<PathBuf> = files
+            .chain(self.dirs.iter().filter(in_dir))
+            .cloned()
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    stats: Arc<IoStats>,
+}
+
+/// The simulated file system. Clones share one state: hand a clone to the
+/// engine and keep one to crash it.
+#[derive(Clone)]
+pub struct SimFileSystem {
+    shared: Arc<Shared>,
+}
+
+impl SimFileSystem {
+    /// An empty file system recording into `stats`.
+    pub fn new(stats: Arc<IoStats>) -> Self {
+        Self::with_state(State::new(), stats)
+    }
+
+    fn with_state(state: State, stats: Arc<IoStats>) -> Self {
+        let state = Mutex::new(state);
+        SimFileSystem {
+            shared: Arc::new(Shared { state, stats }),
+        }
+    }
+
+    /// The statistics this layer records into.
+    pub fn stats(&self) -> &Arc<IoStats> {
+        &self.shared.stats
+    }
+
+    /// The bytes reads of `path` see now.
+    pub fn live_bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        let st = self.shared.state.lock();
+        st.live_ns.get(path).map(|ino| st.inodes[ino].live.clone())
+    }
+
+    /// The durable bytes under the durable name `path`.
+    pub fn durable_bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        let st = self.shared.state.lock();
+        let ino = st.durable_ns.get(path)?;
+        Some(st.inodes[ino].durable.clone())
+    }
+
+    /// Pending file operations (writes and size changes) and directory
+    /// operations: what a crash may lose.
+    pub fn pending_ops(&self) -> (usize, usize) {
+        let st = self.shared.state.lock();
+        let files = st.inodes.values().map(|i| i.pending.len()).sum();
+        (files, st.dir_pending.values().map(Vec::len).sum())
+    }
+
+    /// Runs `f` on the locked state and traces the call with its outcome.
+    fn call<T>(
+        &self,
+        mut op: TraceOp,
+        who: Option<Issuer>,
+        f: impl FnOnce(&mut State) -> Result<T>,
+    ) -> Result<T> {
+        op.issuer = who;
+        let mut st = self.shared.state.lock();
+        let res = f(&mut st);
+        st.log(op, &res);
+        res
+    }
+}
+
+/// A handle on a simulated file.
+struct SimFile {
+    shared: Arc<Shared>,
+    ino: u64,
+    path: PathBuf,
+    kind: FileKind,
+    read_only: bool,
+    direct: bool,
+    generation: u64,
+}
+
+impl Drop for SimFile {
+    fn drop(&mut self) {
+        let mut st = self.shared.state.lock();
+        if st.generation != self.generation {
+            return;
+        }
+        let inode = st
+            .inodes
+            .get_mut(&self.ino)
+            .expect("an open file has its inode");
+        assert!(inode.handles > 0);
+        inode.handles -= 1;
+        st.maybe_free(self.ino);
+    }
+}
+
+impl SimFile {
+    /// Runs `f` on the locked state and traces the call with its outcome.
+    fn call<T>(
+        &self,
+        op: TraceKind,
+        (offset, len): (u64, u64),
+        who: Option<Issuer>,
+        f: impl FnOnce(&mut State, &mut TraceOp) -> Result<T>,
+    ) -> Result<T> {
+        let mut t = TraceOp {
+            offset,
+            len,
+            issuer: who,
+            file_kind: Some(self.kind),
+            ..trace_op(op, &self.path)
+        };
+        let mut st = self.shared.state.lock();
+        let res = f(&mut st, &mut t);
+        st.log(t, &res);
+        res
+    }
+
+    fn write_bufs(&self, bufs: &[&[u8]], offset: u64, who: Issuer) -> Result<()> {
+        let misaligned = |b: &&[u8]| !direct_aligned(&[b.as_ptr() as u64]);
+        if self.direct && bufs.iter().any(misaligned) {
+            return Err(os_error(&self.path, "pwrite (O_DIRECT)", libc::EINVAL));
+        }
+        let data = bufs.concat();
+        let len = data.len() as u64;
+        self.call(TraceKind::Write, (offset, len), Some(who), |st, t| {
+            t.crc32c = Some(crc32c::crc32c(&data));
+            st.write(self, data, t)
+        })?;
+        self.shared.stats.record(who, self.kind, IoOp::Write, len);
+        Ok(())
+    }
+
+    fn sync(&self, op: TraceKind, who: Issuer) -> Result<()> {
+        let res = self.call(op, (0, 0), Some(who), |st, _| st.sync(self));
+        self.shared.stats.record(who, self.kind, IoOp::Fsync, 0);
+        res
+    }
+}
+
+impl File for SimFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn kind(&self) -> FileKind {
+        self.kind
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<usize> {
+        let aligned = direct_aligned(&[offset, buf.len() as u64, buf.as_ptr() as u64]);
+        if self.direct && !aligned {
+            return Err(os_error(&self.path, "pread (O_DIRECT)", libc::EINVAL));
+        }
+        let range = (offset, buf.len() as u64);
+        let n = self.call(TraceKind::Read, range, Some(who), |st, _| {
+            st.read(self, buf, offset)
+        })?;
+        self.shared
+            .stats
+            .record(who, self.kind, IoOp::Read, n as u64);
+        Ok(n)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
+        self.write_bufs(&[buf], offset, who)
+    }
+
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64, who: Issuer) -> Result<()> {
+        self.write_bufs(bufs, offset, who)
+    }
+
+    fn sync_all(&self, who: Issuer) -> Result<()> {
+        self.sync(TraceKind::SyncAll, who)
+    }
+
+    fn sync_data(&self, who: Issuer) -> Result<()> {
+        self.sync(TraceKind::SyncData, who)
+    }
+
+    fn writeback_hint(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
+        let check = |st: &mut State, _: &mut TraceOp| st.inode_of(self, false).map(|_| ());
+        self.call(TraceKind::Writeback, (offset, len), Some(who), check)?;
+        self.shared
+            .stats
+            .record(who, self.kind, IoOp::Writeback, len);
+        Ok(())
+    }
+
+    fn allocate(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
+        let change = Pending::Extend(offset.saturating_add(len));
+        self.call(TraceKind::Allocate, (offset, len), Some(who), |st, _| {
+            st.resize(self, change)
+        })
+    }
+
+    fn set_len(&self, len: u64, who: Issuer) -> Result<()> {
+        let change = Pending::SetLen(len);
+        self.call(TraceKind::SetLen, (0, len), Some(who), |st, _| {
+            st.resize(self, change)
+        })
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.call(TraceKind::Len, (0, 0), None, |st, _| {
+            st.inode_of(self, false).map(|i| i.live.len() as u64)
+        })
+    }
+}
+
+impl FileSystem for SimFileSystem {
+    fn open(&self, path: &Path, kind: FileKind, opts: OpenOptions) -> Result<Arc<dyn File>> {
+        let op = TraceOp {
+            file_kind: Some(kind),
+            note: Some(format!("{opts:?}")),
+            ..trace_op(TraceKind::Open, path)
+        };
+        self.call(op, None, |st| {
+            let ino = st.open(path, opts)?;
+            st.inodes
+                .get_mut(&ino)
+                .expect("an opened file has its inode")
+                .handles += 1;
+            Ok(Arc::new(SimFile {
+                shared: self.shared.clone(),
+                ino,
+                path: path.to_path_buf(),
+                kind,
+                read_only: opts.read_only,
+                direct: opts.direct,
+                generation: st.generation,
+            }) as Arc<dyn File>)
+        })
+    }
+
+    fn rename(&self, from: &Path, to: &Path, kind: FileKind, who: Issuer) -> Result<()> {
+        let op = TraceOp {
+            to: Some(to.to_path_buf()),
+            file_kind: Some(kind),
+            ..trace_op(TraceKind::Rename, from)
+        };
+        self.call(op, Some(who), |st| st.rename(from, to))
+    }
+
+    fn remove(&self, path: &Path, kind: FileKind, who: Issuer) -> Result<()> {
+        let op = TraceOp {
+            file_kind: Some(kind),
+            ..trace_op(TraceKind::Remove, path)
+        };
+        self.call(op, Some(who), |st| st.remove(path))
+    }
+
+    fn sync_dir(&self, dir: &Path, who: Issuer) -> Result<()> {
+        let res = self.call(trace_op(TraceKind::SyncDir, dir), Some(who), |st| {
+            st.sync_dir(dir)
+        });
+        self.shared
+            .stats
+            .record(who, FileKind::Control, IoOp::Fsync, 0);
+        res
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.call(trace_op(TraceKind::CreateDir, dir), None, |st| {
+            st.create_dir_all(dir)
+        })
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        let op = trace_op(TraceKind::Exists, path);
+        let found = self.call(op, None, |st| {
+            Ok(st.live_ns.contains_key(path) || st.dir_exists(path))
+        });
+        found.unwrap_or(false)
+    }
+
+    fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        self.call(trace_op(TraceKind::ListDir, dir), None, |st| {
+            st.list_dir(dir)
+        })
+    }
+}

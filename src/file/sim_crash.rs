@@ -1,0 +1,714 @@
+//! Power loss and the other faults of [`SimFileSystem`]: the fault
+//! switches, the trace that lets a failure be replayed, the images a test
+//! restarts from, and the crash itself, which builds a new durable state
+//! from the pending operations and one seed and makes the live state equal
+//! to it.
+//!
+//! Crash rules (brief: correctness.md, "The fault model of the crash laboratory"):
+//! - Each pending write, independently, is kept whole, dropped or torn.
+//!   Because the choices are independent a later write may be lost while an
+//!   earlier one survives (reordering, across files too); the writes kept
+//!   are applied in issue order, so a later one wins over an earlier one on
+//!   the same bytes.
+//! - A torn write is cut at the boundaries of *units* of
+//!   max(`sector_size`, `atomic_page_writes`) bytes, aligned to absolute file
+//!   offsets. Each unit holds only new or only old bytes, with at least one
+//!   of each kind; a write within one unit cannot tear, so it is kept or
+//!   dropped instead. Old bytes are those of the image being rebuilt (the
+//!   durable bytes and the earlier writes kept), zeros past its end. A torn
+//!   write extends the file to its end: the size reached the journal, the
+//!   data only in part. A unit left old reads back as zeros with
+//!   `zero_sector_probability` and, independently, fails reads with EIO
+//!   until rewritten with `eio_sector_probability`.
+//! - A pending size change (`set_len`, `allocate`) is kept or dropped, with
+//!   the odds of keeping against dropping a write.
+//! - Directory operations: in each directory a random prefix (of 0 to all
+//!   operations, each length equally likely) of its queue survives, in
+//!   order, as a journaled file system commits metadata in order. A file
+//!   that no surviving name reaches is lost with its data, even if the file
+//!   itself was fsynced.
+//! - One [`SplitMix64`] drives everything in a fixed order (directories by
+//!   name, then files by inode number, each file's operations in issue
+//!   order), so (state, seed) always gives the same image, whatever version
+//!   of the rand crate is built.
+
+use super::{apply_pending, os_error, write_into, Inode, Pending, SimFile, SimFileSystem, State};
+use crate::error::{Error, Result};
+use crate::file::{FileKind, Issuer};
+use crate::stats::IoStats;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Fault switches, settable at any time through
+/// [`SimFileSystem::update_faults`].
+#[derive(Clone, Debug)]
+pub struct FaultConfig {
+    /// `Some(n)`: `n` more fsyncs of files succeed, the next one fails with
+    /// EIO and the switch clears. As on Linux, the failing file's pending
+    /// writes are discarded: the live image keeps them, marked clean, and no
+    /// later fsync makes them durable. Directory fsyncs do not count.
+    pub fail_fsync_after: Option<u64>,
+    /// `Some((kind, n))`: writes and allocations to files of `kind` fail
+    /// with ENOSPC once `n` more bytes were written; `n` counts down. Set
+    /// it to `None` to let work continue.
+    pub enospc_after_bytes: Option<(FileKind, u64)>,
+    /// Sectors (path, index in units of `eio_sector_size`) whose reads fail
+    /// with EIO until a write touches them. Filled by crashes with
+    /// `eio_sector_probability > 0`; tests may add entries.
+    pub read_eio_on: HashSet<(PathBuf, u64)>,
+    /// The sector size of `read_eio_on`'s indices: 512 until a crash sets
+    /// it to its `sector_size`.
+    pub eio_sector_size: u64,
+    /// `Some((kind, delta, block_size))`: the next write to a file of
+    /// `kind` lands `delta` blocks away from its offset (clamped at 0),
+    /// then the switch clears.
+    pub misdirect_next_write: Option<(FileKind, i64, usize)>,
+    /// `Some(kind)`: the next write to a file of `kind` is acknowledged and
+    /// read back from the cache, but never reaches the device (no fsync
+    /// makes it durable); then the switch clears.
+    pub lose_next_write: Option<FileKind>,
+    /// `Some(n)`: `n` more calls that change or sync anything (write,
+    /// set_len, allocate, fsync, creation, rename, remove, sync_dir)
+    /// succeed; every later one fails with EIO, as if power failed at that
+    /// instant, until [`SimFileSystem::crash`] clears the switch. Reads
+    /// still see the cache. Sweeping `n` sweeps the crash point.
+    pub power_cut_after: Option<u64>,
+}
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        FaultConfig {
+            fail_fsync_after: None,
+            enospc_after_bytes: None,
+            read_eio_on: HashSet::new(),
+            eio_sector_size: 512,
+            misdirect_next_write: None,
+            lose_next_write: None,
+            power_cut_after: None,
+        }
+    }
+}
+
+/// What a traced call did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceKind {
+    Open,
+    Read,
+    Write,
+    SyncAll,
+    SyncData,
+    Writeback,
+    Allocate,
+    SetLen,
+    Len,
+    Rename,
+    Remove,
+    SyncDir,
+    CreateDir,
+    Exists,
+    ListDir,
+    FlipBit,
+    Crash,
+}
+
+/// One call on the simulated file system.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TraceOp {
+    /// The call's number, from 0 (see [`SimFileSystem::op_count`]).
+    pub seq: u64,
+    pub op: TraceKind,
+    pub path: PathBuf,
+    /// The new name of a rename.
+    pub to: Option<PathBuf>,
+    /// Where the bytes went (for a misdirected write: where they landed).
+    pub offset: u64,
+    pub len: u64,
+    pub issuer: Option<Issuer>,
+    pub file_kind: Option<FileKind>,
+    /// CRC-32C of the bytes written, so a replay can tell where it diverged.
+    pub crc32c: Option<u32>,
+    /// A fault that struck this call, or a crash's seed.
+    pub note: Option<String>,
+    /// The error returned, if the call failed.
+    pub error: Option<String>,
+}
+
+/// Most calls the trace keeps: past it the oldest half goes (the `seq`
+/// numbers show the gap), so a long laboratory run stays bounded.
+const TRACE_OPS_MAX: usize = 1 << 20;
+
+pub(super) fn trace_op(op: TraceKind, path: &Path) -> TraceOp {
+    TraceOp {
+        seq: 0,
+        op,
+        path: path.to_path_buf(),
+        to: None,
+        offset: 0,
+        len: 0,
+        issuer: None,
+        file_kind: None,
+        crc32c: None,
+        note: None,
+        error: None,
+    }
+}
+
+impl State {
+    /// Numbers the call and appends it to the trace with its outcome.
+    pub(super) fn log<T>(&mut self, mut op: TraceOp, res: &Result<T>) {
+        op.seq = self.op_count;
+        self.op_count += 1;
+        if let Err(e) = res {
+            op.error = Some(e.to_string());
+        }
+        if self.trace_enabled {
+            if self.trace.len() >= TRACE_OPS_MAX {
+                self.trace.drain(..TRACE_OPS_MAX / 2);
+            }
+            self.trace.push(op);
+        }
+    }
+
+    /// Refuses every change once the power is cut.
+    pub(super) fn power(&mut self, path: &Path) -> Result<()> {
+        match &mut self.faults.power_cut_after {
+            Some(0) => Err(os_error(path, "power cut", libc::EIO)),
+            Some(n) => {
+                *n -= 1;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Charges `bytes` against the ENOSPC switch.
+    pub(super) fn take_space(&mut self, f: &SimFile, bytes: u64) -> Result<()> {
+        if let Some((kind, left)) = &mut self.faults.enospc_after_bytes {
+            if *kind == f.kind {
+                if bytes > *left {
+                    return Err(os_error(&f.path, "pwrite", libc::ENOSPC));
+                }
+                *left -= bytes;
+            }
+        }
+        Ok(())
+    }
+
+    /// The sectors `[offset, offset + len)` touches, in EIO-set units.
+    pub(super) fn eio_range(&self, offset: u64, len: u64) -> (u64, u64) {
+        let sector = self.faults.eio_sector_size.max(1);
+        (offset / sector, (offset + len.max(1) - 1) / sector)
+    }
+
+    pub(super) fn check_eio(&self, path: &Path, offset: u64, len: u64) -> Result<()> {
+        if self.faults.read_eio_on.is_empty() || len == 0 {
+            return Ok(());
+        }
+        let (first, last) = self.eio_range(offset, len);
+        let bad = self.faults.read_eio_on.iter();
+        if bad
+            .filter(|(p, _)| p == path)
+            .any(|(_, s)| (first..=last).contains(s))
+        {
+            return Err(os_error(path, "pread", libc::EIO));
+        }
+        Ok(())
+    }
+
+    /// A write to a bad sector remaps it: reads work again.
+    pub(super) fn clear_eio(&mut self, path: &Path, offset: u64, len: u64) {
+        if self.faults.read_eio_on.is_empty() || len == 0 {
+            return;
+        }
+        let (first, last) = self.eio_range(offset, len);
+        let bad = &mut self.faults.read_eio_on;
+        bad.retain(|(p, s)| p != path || !(first..=last).contains(s));
+    }
+}
+
+/// The durable state of a simulated file system: every durable name with
+/// its durable bytes, and the directories.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SimImage {
+    pub files: BTreeMap<PathBuf, Vec<u8>>,
+    pub dirs: BTreeSet<PathBuf>,
+}
+
+impl std::fmt::Debug for SimImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sizes: BTreeMap<_, _> = self.files.iter().map(|(p, b)| (p, b.len())).collect();
+        f.debug_struct("SimImage")
+            .field("file_sizes", &sizes)
+            .field("dirs", &self.dirs)
+            .finish()
+    }
+}
+
+/// A small seeded generator (Steele, Lea and Flood's SplitMix64): the crash
+/// images must not change when a dependency is upgraded.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.next_f64() < p
+    }
+
+    /// Uniform in [0, n); `n` > 0.
+    pub fn below(&mut self, n: u64) -> u64 {
+        assert!(n > 0);
+        self.next_u64() % n
+    }
+}
+
+/// What the device guarantees and what a crash does, as odds.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct CrashConfig {
+    /// The device's atomic write unit: 512 or 4096 bytes.
+    pub sector_size: usize,
+    /// `Some(n)`: writes are atomic in aligned units of `n` bytes (a
+    /// multiple of the sector size), e.g. 8192 for a device with atomic
+    /// 8 KB page writes.
+    pub atomic_page_writes: Option<usize>,
+    /// Relative odds that a pending write is kept whole, dropped or torn.
+    pub keep_probability: f64,
+    pub drop_probability: f64,
+    pub tear_probability: f64,
+    /// Odds that a unit a torn write left old reads back as zeros.
+    pub zero_sector_probability: f64,
+    /// Odds that a unit a torn write left old fails reads with EIO.
+    pub eio_sector_probability: f64,
+}
+
+impl Default for CrashConfig {
+    fn default() -> Self {
+        CrashConfig {
+            sector_size: 512,
+            atomic_page_writes: None,
+            keep_probability: 0.4,
+            drop_probability: 0.3,
+            tear_probability: 0.3,
+            zero_sector_probability: 0.0,
+            eio_sector_probability: 0.0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    Keep,
+    Drop,
+    Tear,
+}
+
+impl CrashConfig {
+    /// Writes are kept or dropped, never torn (reordering stays).
+    pub fn no_tearing() -> Self {
+        CrashConfig {
+            keep_probability: 0.5,
+            drop_probability: 0.5,
+            tear_probability: 0.0,
+            ..CrashConfig::default()
+        }
+    }
+
+    /// Panics on a configuration no device has: a mistake in the caller.
+    fn validate(&self) {
+        let s = self.sector_size;
+        assert!(s.is_power_of_two() && s >= 512, "sector_size {s}");
+        if let Some(a) = self.atomic_page_writes {
+            assert!(a.is_power_of_two() && a >= s, "atomic_page_writes {a}");
+        }
+        let odds = [
+            self.keep_probability,
+            self.drop_probability,
+            self.tear_probability,
+        ];
+        assert!(odds.iter().all(|p| p.is_finite() && *p >= 0.0), "{odds:?}");
+        assert!(odds.iter().sum::<f64>() > 0.0, "all odds are zero");
+        for p in [self.zero_sector_probability, self.eio_sector_probability] {
+            assert!((0.0..=1.0).contains(&p), "probability {p}");
+        }
+    }
+
+    /// The tearing unit: nothing tears inside it.
+    fn unit(&self) -> u64 {
+        self.sector_size.max(self.atomic_page_writes.unwrap_or(0)) as u64
+    }
+
+    /// The odds of keeping, where the choice is only keep or drop.
+    fn keep_share(&self) -> f64 {
+        let both = self.keep_probability + self.drop_probability;
+        if both > 0.0 {
+            self.keep_probability / both
+        } else {
+            0.5
+        }
+    }
+
+    fn fate(&self, rng: &mut SplitMix64) -> Fate {
+        let total = self.keep_probability + self.drop_probability + self.tear_probability;
+        let x = rng.next_f64() * total;
+        if x < self.keep_probability {
+            Fate::Keep
+        } else if x < self.keep_probability + self.drop_probability {
+            Fate::Drop
+        } else {
+            Fate::Tear
+        }
+    }
+}
+
+/// A write a crash tore, under the file's name after the crash.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TornWrite {
+    pub path: PathBuf,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// What a crash did.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct CrashReport {
+    pub seed: u64,
+    pub writes_kept: u64,
+    pub writes_dropped: u64,
+    pub writes_torn: u64,
+    /// Units (sectors, or atomic pages where larger) torn writes left old
+    /// or zeroed.
+    pub sectors_torn: u64,
+    pub sectors_zeroed: u64,
+    /// Units marked to fail reads with EIO.
+    pub sectors_eio: u64,
+    pub size_changes_kept: u64,
+    pub size_changes_dropped: u64,
+    pub dir_ops_applied: u64,
+    pub dir_ops_lost: u64,
+    /// Files whose live name did not survive (their creation, or the
+    /// rename that gave them that name, was lost).
+    pub files_lost: u64,
+    pub lost_files: Vec<PathBuf>,
+    /// Pending writes of files that did not survive.
+    pub writes_of_lost_files: u64,
+    pub torn_writes: Vec<TornWrite>,
+}
+
+/// The crash in progress.
+struct Crasher<'a> {
+    cfg: &'a CrashConfig,
+    rng: SplitMix64,
+    report: CrashReport,
+    eio: &'a mut HashSet<(PathBuf, u64)>,
+}
+
+impl Crasher<'_> {
+    /// Builds the file's new durable image from its pending operations.
+    fn file(&mut self, inode: &mut Inode, path: &Path) {
+        let changed = !inode.pending.is_empty() || inode.diverged;
+        let mut image = std::mem::take(&mut inode.durable);
+        for op in std::mem::take(&mut inode.pending) {
+            match op {
+                Pending::Write { offset, data } => self.write(&mut image, path, offset, &data),
+                size => {
+                    if self.rng.chance(self.cfg.keep_share()) {
+                        apply_pending(&mut image, &size);
+                        self.report.size_changes_kept += 1;
+                    } else {
+                        self.report.size_changes_dropped += 1;
+                    }
+                }
+            }
+        }
+        if changed {
+            inode.live = image.clone();
+        }
+        inode.durable = image;
+        inode.diverged = false;
+        inode.handles = 0;
+        assert_eq!(inode.live.len(), inode.durable.len());
+    }
+
+    fn write(&mut self, image: &mut Vec<u8>, path: &Path, offset: u64, data: &[u8]) {
+        assert!(!data.is_empty(), "empty writes are not queued");
+        let unit = self.cfg.unit();
+        let first = offset / unit;
+        let units = (offset + data.len() as u64 - 1) / unit - first + 1;
+        let mut fate = self.cfg.fate(&mut self.rng);
+        if fate == Fate::Tear && units < 2 {
+            fate = if self.rng.chance(self.cfg.keep_share()) {
+                Fate::Keep
+            } else {
+                Fate::Drop
+            };
+        }
+        match fate {
+            Fate::Keep => {
+                write_into(image, offset, data);
+                self.report.writes_kept += 1;
+            }
+            Fate::Drop => self.report.writes_dropped += 1,
+            Fate::Tear => self.tear(image, path, offset, data, first, units),
+        }
+    }
+
+    fn tear(
+        &mut self,
+        image: &mut Vec<u8>,
+        path: &Path,
+        offset: u64,
+        data: &[u8],
+        first: u64,
+        units: u64,
+    ) {
+        let mut new: Vec<bool> = (0..units).map(|_| self.rng.chance(0.5)).collect();
+        if new.iter().all(|n| *n) || new.iter().all(|n| !*n) {
+            let i = self.rng.below(units) as usize;
+            new[i] = !new[i];
+        }
+        let unit = self.cfg.unit();
+        let sector = self.cfg.sector_size as u64;
+        let end = offset + data.len() as u64;
+        if (image.len() as u64) < end {
+            image.resize(end as usize, 0);
+        }
+        for (i, is_new) in new.into_iter().enumerate() {
+            let start = ((first + i as u64) * unit).max(offset);
+            let stop = ((first + i as u64 + 1) * unit).min(end);
+            let bytes = &mut image[start as usize..stop as usize];
+            if is_new {
+                bytes.copy_from_slice(&data[(start - offset) as usize..(stop - offset) as usize]);
+                continue;
+            }
+            self.report.sectors_torn += 1;
+            if self.rng.chance(self.cfg.zero_sector_probability) {
+                bytes.fill(0);
+                self.report.sectors_zeroed += 1;
+            }
+            if self.rng.chance(self.cfg.eio_sector_probability) {
+                for s in start / sector..=(stop - 1) / sector {
+                    self.eio.insert((path.to_path_buf(), s));
+                }
+                self.report.sectors_eio += 1;
+            }
+        }
+        self.report.writes_torn += 1;
+        self.report.torn_writes.push(TornWrite {
+            path: path.to_path_buf(),
+            offset,
+            len: data.len() as u64,
+        });
+    }
+}
+
+/// Applies a random prefix of each directory's queue to the durable names.
+fn crash_names(st: &mut State, rng: &mut SplitMix64, report: &mut CrashReport) {
+    for (_dir, ops) in std::mem::take(&mut st.dir_pending) {
+        let kept = rng.below(ops.len() as u64 + 1) as usize;
+        for op in &ops[..kept] {
+            op.apply(&mut st.durable_ns);
+        }
+        report.dir_ops_applied += kept as u64;
+        report.dir_ops_lost += (ops.len() - kept) as u64;
+    }
+}
+
+impl SimFileSystem {
+    /// Every call traced so far.
+    pub fn trace(&self) -> Vec<TraceOp> {
+        self.shared.state.lock().trace.clone()
+    }
+
+    /// Empties the trace (the call count goes on).
+    pub fn clear_trace(&self) {
+        self.shared.state.lock().trace.clear();
+    }
+
+    /// Turns the trace on or off (on by default); calls are counted anyway.
+    pub fn set_trace_enabled(&self, on: bool) {
+        self.shared.state.lock().trace_enabled = on;
+    }
+
+    /// Calls made so far (each traced call's `seq` is its number).
+    pub fn op_count(&self) -> u64 {
+        self.shared.state.lock().op_count
+    }
+
+    /// Writes the trace as JSON to a real file.
+    pub fn save_trace(&self, path: &Path) -> Result<()> {
+        let trace = self.trace();
+        let file = std::fs::File::create(path).map_err(|e| Error::io(path, "create", e))?;
+        serde_json::to_writer(std::io::BufWriter::new(file), &trace)
+            .map_err(|e| Error::io(path, "write trace", e.into()))
+    }
+
+    /// A file system whose durable and live states are `image`.
+    pub fn from_image(image: SimImage, stats: Arc<IoStats>) -> Self {
+        let mut st = State::new();
+        st.dirs = image.dirs;
+        for (path, bytes) in image.files {
+            let ino = st.next_ino;
+            st.next_ino += 1;
+            let live = bytes.clone();
+            let inode = Inode {
+                durable: bytes,
+                live,
+                ..Inode::default()
+            };
+            st.inodes.insert(ino, inode);
+            st.live_ns.insert(path.clone(), ino);
+            st.durable_ns.insert(path, ino);
+        }
+        Self::with_state(st, stats)
+    }
+
+    /// An independent copy of everything, pending operations, faults and
+    /// trace included, sharing the statistics: crash the same state with
+    /// many seeds. Handles of `self` do not reach the copy.
+    pub fn fork(&self) -> Self {
+        let mut st = self.shared.state.lock().clone();
+        st.inodes.values_mut().for_each(|i| i.handles = 0);
+        Self::with_state(st, self.shared.stats.clone())
+    }
+
+    /// The durable state: what a crash that loses every pending operation
+    /// would leave.
+    pub fn snapshot_durable(&self) -> SimImage {
+        let st = self.shared.state.lock();
+        let files = st.durable_ns.iter();
+        let files = files.map(|(p, ino)| (p.clone(), st.inodes[ino].durable.clone()));
+        SimImage {
+            files: files.collect(),
+            dirs: st.dirs.clone(),
+        }
+    }
+
+    /// The fault switches now.
+    pub fn faults(&self) -> FaultConfig {
+        self.shared.state.lock().faults.clone()
+    }
+
+    /// Replaces the fault switches.
+    pub fn set_faults(&self, faults: FaultConfig) {
+        self.shared.state.lock().faults = faults;
+    }
+
+    /// Changes the fault switches in place.
+    pub fn update_faults<R>(&self, f: impl FnOnce(&mut FaultConfig) -> R) -> R {
+        f(&mut self.shared.state.lock().faults)
+    }
+
+    /// Flips bit `bit` (0..8) of byte `offset` of the live file `path`, at
+    /// rest: in the durable image and in the live image, where each holds it.
+    pub fn flip_bit(&self, path: &Path, offset: u64, bit: u8) -> Result<()> {
+        assert!(bit < 8, "a byte has 8 bits, not {bit}");
+        let mut st = self.shared.state.lock();
+        let res = match st.live_ns.get(path).copied() {
+            None => Err(os_error(path, "flip bit", libc::ENOENT)),
+            Some(ino) => {
+                let inode = st.inodes.get_mut(&ino).expect("a live name has its inode");
+                let mut flipped = false;
+                for image in [&mut inode.durable, &mut inode.live] {
+                    if let Some(b) = image.get_mut(offset as usize) {
+                        *b ^= 1 << bit;
+                        flipped = true;
+                    }
+                }
+                let past_end = || os_error(path, "flip bit past the end", libc::EINVAL);
+                flipped.then_some(()).ok_or_else(past_end)
+            }
+        };
+        let op = TraceOp {
+            offset,
+            len: 1,
+            note: Some(format!("bit {bit}")),
+            ..trace_op(TraceKind::FlipBit, path)
+        };
+        st.log(op, &res);
+        res
+    }
+
+    /// Loses power: builds a new durable state from the pending operations
+    /// and `seed` (see the rules above), makes the live state equal to it,
+    /// and makes every open handle stale. The same state and seed give the
+    /// same image.
+    pub fn crash(&self, seed: u64, cfg: &CrashConfig) -> CrashReport {
+        cfg.validate();
+        let mut rng = SplitMix64::new(seed);
+        let mut report = CrashReport {
+            seed,
+            ..CrashReport::default()
+        };
+        let mut guard = self.shared.state.lock();
+        let st = &mut *guard;
+        crash_names(st, &mut rng, &mut report);
+        for (path, ino) in &st.live_ns {
+            if st.durable_ns.get(path) != Some(ino) {
+                report.lost_files.push(path.clone());
+            }
+        }
+        report.files_lost = report.lost_files.len() as u64;
+        // A file is reached by its first durable name (there is one: the
+        // simulation makes no hard links).
+        let mut names: BTreeMap<u64, PathBuf> = BTreeMap::new();
+        for (path, ino) in &st.durable_ns {
+            names.entry(*ino).or_insert_with(|| path.clone());
+        }
+        let lost: u64 = st
+            .inodes
+            .iter()
+            .filter(|(ino, _)| !names.contains_key(ino))
+            .map(|(_, i)| {
+                i.pending
+                    .iter()
+                    .filter(|p| matches!(p, Pending::Write { .. }))
+                    .count() as u64
+            })
+            .sum();
+        report.writes_of_lost_files = lost;
+        st.inodes.retain(|ino, _| names.contains_key(ino));
+        let eio_before = st.faults.read_eio_on.len();
+        let mut crasher = Crasher {
+            cfg,
+            rng,
+            report,
+            eio: &mut st.faults.read_eio_on,
+        };
+        for (ino, inode) in st.inodes.iter_mut() {
+            crasher.file(inode, &names[ino]);
+        }
+        let report = crasher.report;
+        if st.faults.read_eio_on.len() > eio_before {
+            st.faults.eio_sector_size = cfg.sector_size as u64;
+        }
+        st.faults.power_cut_after = None;
+        st.live_ns = st.durable_ns.clone();
+        st.generation += 1;
+        assert_eq!(st.inodes.len(), names.len());
+        let op = TraceOp {
+            note: Some(format!("seed {seed}")),
+            ..trace_op(TraceKind::Crash, Path::new(""))
+        };
+        st.log(op, &Ok(()));
+        report
+    }
+}
