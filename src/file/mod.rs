@@ -13,6 +13,7 @@
 //!   and LD_PRELOAD recorders see every call). The crash laboratory's
 //!   simulated layer and the device model stand in behind the same traits.
 
+pub mod device;
 pub mod posix;
 pub mod segmented;
 pub mod sim;

@@ -1,0 +1,298 @@
+//! A device model: a file layer that adds modelled latency to another one's
+//! writes and fsyncs, so that the seeds' hardware-dependent results can be
+//! approached on machines whose fsync is nearly free.
+//!
+//! The model (docs/SETTINGS.md, "Device models", lists each profile's
+//! parameters): a write costs a seek when it does not continue the previous
+//! write to the same file, plus its bytes at the device's bandwidth; an fsync
+//! costs a fixed flush plus the bytes written to that file since its last
+//! fsync at the bandwidth (a write cache makes writes cheap and moves the
+//! cost to the fsync); a battery-backed cache absorbs fsyncs. A device with
+//! one head (`serial`) serves one call at a time. Latency is spent by
+//! sleeping in the calling thread. Reads are not slowed: the buffer pool and
+//! the OS cache serve them in these benchmarks.
+
+use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
+use crate::error::{Error, Result};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A device profile.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct DeviceProfile {
+    pub name: &'static str,
+    /// Cost of a write that does not continue the previous one (µs).
+    pub seek_us: f64,
+    /// Sequential bandwidth (MB/s) for writes and for flushing at fsync.
+    pub bandwidth_mb_s: f64,
+    /// Fixed cost of an fsync (µs).
+    pub fsync_us: f64,
+    /// With a write cache, writes cost only the transfer; the flush cost
+    /// moves to fsync (the bytes written since the last fsync).
+    pub write_cache: bool,
+    /// A battery-backed cache: fsync returns at once, writes cost the transfer.
+    pub battery_backed: bool,
+    /// One call at a time (a disk head), or parallel (flash).
+    pub serial: bool,
+}
+
+impl DeviceProfile {
+    /// The profiles `--device` accepts, with their parameters.
+    pub fn all() -> Vec<DeviceProfile> {
+        let p = |name, seek_us, bandwidth_mb_s, fsync_us, write_cache, battery_backed, serial| {
+            DeviceProfile {
+                name,
+                seek_us,
+                bandwidth_mb_s,
+                fsync_us,
+                write_cache,
+                battery_backed,
+                serial,
+            }
+        };
+        vec![
+            // 7,200 rpm disk, write cache off: every write seeks and lands.
+            p("hdd", 8000.0, 150.0, 4200.0, false, false, true),
+            // The same disk behind a battery-backed controller cache.
+            p("hdd-bbwc", 100.0, 150.0, 0.0, true, true, true),
+            // SATA SSD without power-loss protection: a flush costs ~1 ms.
+            p("sata-ssd", 60.0, 450.0, 1000.0, true, false, false),
+            // NVMe SSD without power-loss protection.
+            p("nvme", 15.0, 2000.0, 300.0, true, false, false),
+        ]
+    }
+
+    /// The profile named `name`; `real` means none (`Ok(None)`).
+    pub fn by_name(name: &str) -> Result<Option<DeviceProfile>> {
+        if name == "real" {
+            return Ok(None);
+        }
+        Self::all()
+            .into_iter()
+            .find(|p| p.name == name)
+            .map(Some)
+            .ok_or_else(|| Error::InvalidSetting {
+                name: "device",
+                detail: format!(
+                    "{name:?} is not one of real, {}",
+                    Self::all()
+                        .iter()
+                        .map(|p| p.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+    }
+
+    fn transfer_us(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.bandwidth_mb_s
+    }
+}
+
+/// Per-device state: where the head is, what each file has unflushed.
+#[derive(Default)]
+struct DeviceState {
+    last_write_end: HashMap<PathBuf, u64>,
+    unflushed: HashMap<PathBuf, u64>,
+}
+
+/// A file layer that adds a device's latency to another one.
+pub struct DeviceFileSystem {
+    inner: Arc<dyn FileSystem>,
+    profile: DeviceProfile,
+    state: Arc<Mutex<DeviceState>>,
+    /// Held for the whole modelled latency of a serial device.
+    head: Arc<Mutex<()>>,
+    spent_us: Arc<AtomicU64>,
+}
+
+impl DeviceFileSystem {
+    pub fn new(inner: Arc<dyn FileSystem>, profile: DeviceProfile) -> DeviceFileSystem {
+        DeviceFileSystem {
+            inner,
+            profile,
+            state: Arc::default(),
+            head: Arc::default(),
+            spent_us: Arc::default(),
+        }
+    }
+
+    /// Modelled latency added so far, in microseconds.
+    pub fn modelled_us(&self) -> u64 {
+        self.spent_us.load(Relaxed)
+    }
+}
+
+struct DeviceFile {
+    inner: Arc<dyn File>,
+    profile: DeviceProfile,
+    state: Arc<Mutex<DeviceState>>,
+    head: Arc<Mutex<()>>,
+    spent_us: Arc<AtomicU64>,
+}
+
+impl DeviceFile {
+    fn spend(&self, us: f64) {
+        if us <= 0.0 {
+            return;
+        }
+        self.spent_us.fetch_add(us as u64, Relaxed);
+        let _head = self.profile.serial.then(|| self.head.lock());
+        std::thread::sleep(Duration::from_nanos((us * 1000.0) as u64));
+    }
+
+    fn model_write(&self, offset: u64, len: u64) {
+        let path = self.inner.path().to_path_buf();
+        let sequential = {
+            let mut st = self.state.lock();
+            let seq = st.last_write_end.get(&path) == Some(&offset);
+            st.last_write_end.insert(path.clone(), offset + len);
+            *st.unflushed.entry(path).or_default() += len;
+            seq
+        };
+        let p = &self.profile;
+        let seek = if sequential || p.write_cache {
+            0.0
+        } else {
+            p.seek_us
+        };
+        self.spend(seek + p.transfer_us(len));
+    }
+
+    fn model_fsync(&self) {
+        let unflushed = self
+            .state
+            .lock()
+            .unflushed
+            .remove(self.inner.path())
+            .unwrap_or(0);
+        let p = &self.profile;
+        if p.battery_backed {
+            return;
+        }
+        let flush = if p.write_cache {
+            p.transfer_us(unflushed) + p.seek_us
+        } else {
+            0.0
+        };
+        self.spend(p.fsync_us + flush);
+    }
+}
+
+impl File for DeviceFile {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn kind(&self) -> FileKind {
+        self.inner.kind()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<usize> {
+        self.inner.read_at(buf, offset, who)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
+        self.model_write(offset, buf.len() as u64);
+        self.inner.write_at(buf, offset, who)
+    }
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64, who: Issuer) -> Result<()> {
+        self.model_write(offset, bufs.iter().map(|b| b.len() as u64).sum());
+        self.inner.write_vectored_at(bufs, offset, who)
+    }
+    fn sync_all(&self, who: Issuer) -> Result<()> {
+        self.model_fsync();
+        self.inner.sync_all(who)
+    }
+    fn sync_data(&self, who: Issuer) -> Result<()> {
+        self.model_fsync();
+        self.inner.sync_data(who)
+    }
+    fn writeback_hint(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
+        self.inner.writeback_hint(offset, len, who)
+    }
+    fn allocate(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
+        self.inner.allocate(offset, len, who)
+    }
+    fn set_len(&self, len: u64, who: Issuer) -> Result<()> {
+        self.inner.set_len(len, who)
+    }
+    fn len(&self) -> Result<u64> {
+        self.inner.len()
+    }
+}
+
+impl FileSystem for DeviceFileSystem {
+    fn open(&self, path: &Path, kind: FileKind, opts: OpenOptions) -> Result<Arc<dyn File>> {
+        Ok(Arc::new(DeviceFile {
+            inner: self.inner.open(path, kind, opts)?,
+            profile: self.profile.clone(),
+            state: self.state.clone(),
+            head: self.head.clone(),
+            spent_us: self.spent_us.clone(),
+        }))
+    }
+    fn rename(&self, from: &Path, to: &Path, kind: FileKind, who: Issuer) -> Result<()> {
+        self.inner.rename(from, to, kind, who)
+    }
+    fn remove(&self, path: &Path, kind: FileKind, who: Issuer) -> Result<()> {
+        self.inner.remove(path, kind, who)
+    }
+    fn sync_dir(&self, dir: &Path, who: Issuer) -> Result<()> {
+        if !self.profile.battery_backed {
+            let _head = self.profile.serial.then(|| self.head.lock());
+            std::thread::sleep(Duration::from_nanos(
+                (self.profile.fsync_us * 1000.0) as u64,
+            ));
+        }
+        self.inner.sync_dir(dir, who)
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        self.inner.list_dir(dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::posix::PosixFileSystem;
+
+    #[test]
+    fn profiles_parse_and_unknown_names_are_refused() {
+        assert!(DeviceProfile::by_name("real").unwrap().is_none());
+        assert_eq!(DeviceProfile::by_name("hdd").unwrap().unwrap().name, "hdd");
+        let e = DeviceProfile::by_name("floppy").unwrap_err().to_string();
+        assert!(e.contains("floppy") && e.contains("nvme"), "{e}");
+    }
+
+    #[test]
+    fn a_slow_fsync_costs_time_and_data_still_arrives() {
+        let dir = tempfile::tempdir().unwrap();
+        let slow = DeviceProfile {
+            name: "test",
+            seek_us: 0.0,
+            bandwidth_mb_s: 1000.0,
+            fsync_us: 20_000.0,
+            write_cache: true,
+            battery_backed: false,
+            serial: true,
+        };
+        let fs = DeviceFileSystem::new(Arc::new(PosixFileSystem::default()), slow);
+        let f = fs
+            .open(&dir.path().join("a"), FileKind::Wal, OpenOptions::create())
+            .unwrap();
+        f.write_at(b"hello", 0, Issuer::WalWriter).unwrap();
+        f.sync_data(Issuer::WalWriter).unwrap();
+        assert!(fs.modelled_us() >= 20_000, "{}", fs.modelled_us());
+        let mut buf = [0u8; 5];
+        f.read_exact_at(&mut buf, 0, Issuer::Client).unwrap();
+        assert_eq!(&buf, b"hello");
+    }
+}
