@@ -7,4 +7,9 @@
 //! - [`runner`]: clients, warm-up, per-second sampling, interleaved repeats;
 //! - [`report`]: tables in the seeds' shape, CSV, plots and the HTML report.
 
+pub mod compare;
+pub mod plot;
+pub mod report;
 pub mod result;
+pub mod runner;
+pub mod workload;

@@ -206,11 +206,16 @@ impl Wal {
             let (start, end) = g.append(&self.cfg, &self.geo, rec, &payload, payload_crc);
             (start, end, g.blocks.len() * self.geo.block as usize)
         };
-        let (images, image_bytes) = rec.images();
         add(&self.counters.records, 1);
         add(&self.counters.bytes, total);
-        add(&self.counters.fpi, images);
-        add(&self.counters.fpi_bytes, image_bytes);
+        // wal_fpi counts the images torn-page protection logs, as
+        // PostgreSQL's does; a structure change always carries the images of
+        // its pages and is counted as a record only.
+        if rec.kind != super::record::RecordKind::StructureChange {
+            let (images, image_bytes) = rec.images();
+            add(&self.counters.fpi, images);
+            add(&self.counters.fpi_bytes, image_bytes);
+        }
         if buffered > WAL_BUFFER_LIMIT_BYTES {
             // Make room. The record is inserted whatever happens here, so
             // an error is not the insert's: the caller's own flush reports

@@ -1,46 +1,283 @@
-//! `untorn bench` and `untorn bench-checksums`.
-//!
-//! `bench` is, for now, the engine's point workloads: single-row reads and
-//! single-row update transactions (each a durable commit) on a table loaded
-//! in bulk, for several client counts, repeats interleaved so that noise
-//! hits every cell alike. The seeds' workloads (pgbench, sysbench) and the
-//! protection-mode comparison arrive with the benchmark laboratory.
+//! `untorn bench` (the benchmark laboratory) and `untorn bench-checksums`.
 
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table as Grid};
+use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
-use untorn::{key_u64, Database, Options, Table};
+use std::time::Duration;
+use untorn::lab::compare::{run_plan, BenchConfig, BenchPlan, Progress};
+use untorn::lab::report;
+use untorn::lab::runner::RunSpec;
+use untorn::lab::workload::Scale;
+use untorn::settings::{parse_size, ChecksumAlgorithm, TornPageProtection};
+use untorn::Error;
+
+/// The default job's workloads (seed 003's three).
+const DEFAULT_WORKLOADS: &str = "oltp_write_only,oltp_update_non_index,oltp_read_write";
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Client thread counts for the update workload, comma-separated.
-    #[arg(long, default_value = "1,4,16", value_delimiter = ',')]
-    clients: Vec<usize>,
-    /// Seconds per measurement.
-    #[arg(long, default_value_t = 3.0)]
+    /// Workloads: tpcb, oltp_write_only, oltp_update_non_index, oltp_update_index,
+    /// oltp_read_write, oltp_read_only, oltp_point_select.
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_WORKLOADS)]
+    workload: Vec<String>,
+    /// Torn-page protection modes to compare [default: every mode this build has].
+    #[arg(long, value_delimiter = ',')]
+    protection: Vec<String>,
+    /// Page checksums to compare: off, fnv, crc32c.
+    #[arg(long, value_delimiter = ',', default_value = "crc32c")]
+    data_checksums: Vec<String>,
+    /// WAL block sizes to compare.
+    #[arg(long, value_delimiter = ',', default_value = "8KB", value_parser = parse_size)]
+    wal_block_size: Vec<u64>,
+    /// Page sizes to compare.
+    #[arg(long, value_delimiter = ',', default_value = "8KB", value_parser = parse_size)]
+    page_size: Vec<u64>,
+    /// Buffer pool size [default: a quarter of the workload's data].
+    #[arg(long, value_parser = parse_size)]
+    buffer_pool: Option<u64>,
+    /// max_wal_size.
+    #[arg(long, default_value = "64MB", value_parser = parse_size)]
+    max_wal_size: u64,
+    /// checkpoint_timeout in seconds [default: a sixth of --duration, so a run spans at least five checkpoint cycles].
+    #[arg(long)]
+    checkpoint_timeout: Option<f64>,
+    /// synchronous_commit: on or off.
+    #[arg(long, default_value = "on")]
+    synchronous_commit: String,
+    /// WAL compression of full-page images (not built yet: only off).
+    #[arg(long, default_value = "off")]
+    wal_compression: String,
+    /// Sorted checkpoint writes (not built yet: the checkpointer writes in frame order).
+    #[arg(long)]
+    checkpoint_sort: Option<String>,
+    /// Device model: real, hdd, hdd-bbwc, sata-ssd, nvme.
+    #[arg(long, default_value = "real")]
+    device: String,
+    /// Client threads.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 10.0)]
     duration: f64,
-    /// Rows in the table (100-byte rows, like pgbench_accounts).
-    #[arg(long, default_value_t = 100_000)]
-    rows: u64,
-    /// Interleaved repeats of every measurement.
+    /// Warm-up seconds before each run (not measured).
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// pgbench scale factor (tpcb).
+    #[arg(long, default_value_t = 1)]
+    scale: u64,
+    /// sysbench --tables.
+    #[arg(long, default_value_t = 4)]
+    tables: usize,
+    /// sysbench --table-size.
+    #[arg(long, default_value_t = 25_000)]
+    table_size: u64,
+    /// Interleaved repeats of every configuration.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
-    /// Database directory (default: a temporary directory, removed after).
+    /// Where the databases go [default: a temporary directory].
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Buffer pool size [default: 128MB].
-    #[arg(long, value_parser = untorn::settings::parse_size)]
-    buffer_pool: Option<u64>,
-    #[command(flatten)]
-    creation: crate::CreationArgs,
+    /// Write the results as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write CSV files into this directory.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Write the HTML report (plots, tables, settings) into this directory
+    /// [default: untorn-report in the current directory].
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Seed of the clients' random choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn refuse(name: &'static str, detail: String) -> Error {
+    Error::InvalidSetting { name, detail }
+}
+
+fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
+    if a.wal_compression != "off" {
+        return Err(refuse(
+            "wal_compression",
+            format!(
+                "{:?}: WAL compression is not built yet; only off",
+                a.wal_compression
+            ),
+        ));
+    }
+    if let Some(s) = &a.checkpoint_sort {
+        return Err(refuse(
+            "checkpoint_sort",
+            format!("{s:?}: sorted checkpoint writes are not built yet"),
+        ));
+    }
+    let synchronous_commit = match a.synchronous_commit.as_str() {
+        "on" => true,
+        "off" => false,
+        other => {
+            return Err(refuse(
+                "synchronous_commit",
+                format!("{other:?} is not on or off"),
+            ))
+        }
+    };
+    untorn::file::device::DeviceProfile::by_name(&a.device)?;
+    let protections: Vec<TornPageProtection> = if a.protection.is_empty() {
+        vec![TornPageProtection::FullPages, TornPageProtection::Off]
+    } else {
+        a.protection
+            .iter()
+            .map(|p| p.parse())
+            .collect::<untorn::Result<_>>()?
+    };
+    if protections.contains(&TornPageProtection::DoubleWrites) {
+        return Err(refuse(
+            "torn_page_protection",
+            "double_writes is not built yet; this build has full_pages and off".into(),
+        ));
+    }
+    let checksums: Vec<ChecksumAlgorithm> = a
+        .data_checksums
+        .iter()
+        .map(|c| c.parse())
+        .collect::<untorn::Result<_>>()?;
+    let timeout =
+        Duration::from_secs_f64(a.checkpoint_timeout.unwrap_or(a.duration / 6.0).max(0.1));
+    let mut out = Vec::new();
+    for &protection in &protections {
+        for &data_checksums in &checksums {
+            for &page_size in &a.page_size {
+                for &wal_block_size in &a.wal_block_size {
+                    let c = BenchConfig {
+                        protection,
+                        data_checksums,
+                        page_size: page_size as u32,
+                        wal_block_size: wal_block_size as u32,
+                        buffer_pool: a.buffer_pool,
+                        max_wal_size: a.max_wal_size,
+                        checkpoint_timeout: timeout,
+                        synchronous_commit,
+                        device: a.device.clone(),
+                    };
+                    c.options(0).creation.or_defaults().validate()?;
+                    out.push(c);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
+    let configs = configs(a)?;
+    for w in &a.workload {
+        if !untorn::lab::workload::NAMES.contains(&w.as_str()) {
+            return Err(Error::Invalid(format!(
+                "unknown workload {w:?}; the workloads are: {}",
+                untorn::lab::workload::NAMES.join(", ")
+            )));
+        }
+    }
+    if a.repeat == 0 || a.clients == 0 || a.duration <= 0.0 {
+        return Err(Error::Invalid(
+            "--repeat, --clients and --duration must be above zero".into(),
+        ));
+    }
+    let tmp;
+    let dir = match &a.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp =
+                tempfile::tempdir().map_err(|e| Error::io("temporary directory", "mkdtemp", e))?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let plan = BenchPlan {
+        workloads: a.workload.clone(),
+        configs: configs.clone(),
+        scale: Scale {
+            scale: a.scale,
+            tables: a.tables,
+            table_size: a.table_size,
+            ..Scale::default()
+        },
+        spec: RunSpec {
+            clients: a.clients,
+            warmup: Duration::from_secs_f64(a.warmup.max(0.0)),
+            duration: Duration::from_secs_f64(a.duration),
+        },
+        repeats: a.repeat,
+        dir,
+        seed: a.seed,
+    };
+    let total = (plan.workloads.len() * configs.len() * a.repeat) as u64;
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs  {msg}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    let label = |i: usize| {
+        let c = &configs[i];
+        format!(
+            "{} {} page {} WAL block {}",
+            c.protection, c.data_checksums, c.page_size, c.wal_block_size
+        )
+    };
+    let results = run_plan(&plan, |p| match p {
+        Progress::Loading { workload, config } => {
+            bar.set_message(format!("loading {workload} for {}", label(config)))
+        }
+        Progress::Running {
+            workload,
+            config,
+            repeat,
+        } => bar.set_message(format!(
+            "{workload}: {} (repeat {})",
+            label(config),
+            repeat + 1
+        )),
+        Progress::Ran { .. } => bar.inc(1),
+    })?;
+    bar.finish_and_clear();
+    println!("{}", report::comparison_table(&results));
+    if let Some(path) = &a.json {
+        report::write_json(path, &results)?;
+        println!("JSON: {}", path.display());
+    }
+    if let Some(dir) = &a.csv {
+        report::write_csv(dir, &results)?;
+        println!("CSV: {}", dir.display());
+    }
+    let report_dir = a
+        .report
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("untorn-report"));
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let machine = format!(
+        "{} ({} CPUs)",
+        untorn::checksum::bench::cpu_name(),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+    let index = report::write_report(
+        &report_dir,
+        &results,
+        "untorn bench",
+        &command_line,
+        &machine,
+    )?;
+    println!("Report: {}", index.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn checksums(page_size: usize, seconds: f64) -> untorn::Result<ExitCode> {
     if !untorn::settings::PAGE_SIZES.contains(&(page_size as u32)) {
-        return Err(untorn::Error::InvalidSetting {
+        return Err(Error::InvalidSetting {
             name: "page_size",
             detail: format!("{page_size} is not one of 4096, 8192, 16384, 32768"),
         });
@@ -59,193 +296,4 @@ pub fn checksums(page_size: usize, seconds: f64) -> untorn::Result<ExitCode> {
     }
     println!("{grid}");
     Ok(ExitCode::SUCCESS)
-}
-
-fn row_value(i: u64, version: u64) -> Vec<u8> {
-    let mut v = format!("{i:>12}:{version:>12}:").into_bytes();
-    v.resize(100, b'x');
-    v
-}
-
-/// Runs `work` on `clients` threads for `secs`; returns operations per second.
-fn measure(
-    clients: usize,
-    secs: f64,
-    work: impl Fn(u64, &mut u64) -> untorn::Result<()> + Sync,
-) -> untorn::Result<f64> {
-    let stop = AtomicBool::new(false);
-    let ops = AtomicU64::new(0);
-    let failed: parking_lot::Mutex<Option<untorn::Error>> = parking_lot::Mutex::new(None);
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for c in 0..clients {
-            let (stop, ops, failed, work) = (&stop, &ops, &failed, &work);
-            s.spawn(move || {
-                let mut rng_state = 0x9E37_79B9_7F4A_7C15u64 ^ (c as u64 + 1);
-                while !stop.load(Relaxed) {
-                    match work(c as u64, &mut rng_state) {
-                        Ok(()) => {
-                            ops.fetch_add(1, Relaxed);
-                        }
-                        Err(e) if e.is_retryable() => {}
-                        Err(e) => {
-                            *failed.lock() = Some(e);
-                            stop.store(true, Relaxed);
-                        }
-                    }
-                }
-            });
-        }
-        std::thread::sleep(Duration::from_secs_f64(secs));
-        stop.store(true, Relaxed);
-    });
-    if let Some(e) = failed.into_inner() {
-        return Err(e);
-    }
-    Ok(ops.load(Relaxed) as f64 / start.elapsed().as_secs_f64())
-}
-
-fn next_rand(state: &mut u64) -> u64 {
-    // xorshift64*: a different stream per client, no shared state.
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-pub fn run(args: &BenchArgs) -> untorn::Result<ExitCode> {
-    let tmp;
-    let dir = match &args.dir {
-        Some(d) => d.clone(),
-        None => {
-            tmp = tempfile::tempdir()
-                .map_err(|e| untorn::Error::io("temporary directory", "mkdtemp", e))?;
-            tmp.path().join("db")
-        }
-    };
-    let mut options = Options {
-        creation: args.creation.to_requested()?,
-        ..Options::default()
-    };
-    if let Some(b) = args.buffer_pool {
-        options.buffer_pool_size = b;
-    }
-    let db = Database::create(&dir, options)?;
-    let table = db.create_table("accounts")?;
-    let t0 = Instant::now();
-    db.bulk_load(
-        &table,
-        (0..args.rows).map(|i| (key_u64(i), row_value(i, 0))),
-    )?;
-    let s = db.settings();
-    println!(
-        "untorn bench: {} rows loaded in {:.1} s into {} (page {} B, WAL block {} B, checksums {}, protection {})",
-        args.rows,
-        t0.elapsed().as_secs_f64(),
-        dir.display(),
-        s.page_size,
-        s.wal_block_size,
-        s.data_checksums,
-        s.torn_page_protection
-    );
-    db.checkpoint()?;
-    let rows = args.rows.max(1);
-    let get = |_c: u64, r: &mut u64| -> untorn::Result<()> {
-        let k = next_rand(r) % rows;
-        let tx = db.begin();
-        std::hint::black_box(tx.get(&table, &key_u64(k))?);
-        Ok(())
-    };
-    let update = |c: u64, r: &mut u64| update_one(&db, &table, rows, c, r);
-    let mut cells: Vec<(String, usize, Vec<f64>, u64, u64, u64)> = Vec::new();
-    cells.push(("point get".into(), 1, Vec::new(), 0, 0, 0));
-    for &c in &args.clients {
-        cells.push(("point update".into(), c, Vec::new(), 0, 0, 0));
-    }
-    for round in 0..args.repeat {
-        for cell in cells.iter_mut() {
-            let before = db.wal_stats();
-            let tps = if cell.0 == "point get" {
-                measure(1, args.duration, get)?
-            } else {
-                measure(cell.1, args.duration, update)?
-            };
-            let after = db.wal_stats();
-            cell.2.push(tps);
-            cell.3 += after.flush_requests - before.flush_requests;
-            cell.4 += after.fsyncs - before.fsyncs;
-            cell.5 += after.bytes - before.bytes;
-            eprintln!(
-                "round {}/{}: {} x{}: {:.0}/s",
-                round + 1,
-                args.repeat,
-                cell.0,
-                cell.1,
-                tps
-            );
-        }
-    }
-    let mut grid = Grid::new();
-    grid.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-        "workload",
-        "clients",
-        "ops/s (median)",
-        "runs",
-        "commits per WAL fsync",
-        "WAL bytes per commit",
-    ]);
-    for (name, clients, runs, requests, fsyncs, bytes) in cells.iter_mut() {
-        let runs_text = runs
-            .iter()
-            .map(|r| format!("{r:.0}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let per_fsync = if *fsyncs > 0 {
-            format!("{:.1}", *requests as f64 / *fsyncs as f64)
-        } else {
-            "-".into()
-        };
-        let per_commit = if *requests > 0 {
-            format!("{:.0}", *bytes as f64 / *requests as f64)
-        } else {
-            "-".into()
-        };
-        grid.add_row(vec![
-            name.clone(),
-            clients.to_string(),
-            format!("{:.0}", median(runs)),
-            runs_text,
-            per_fsync,
-            per_commit,
-        ]);
-    }
-    println!("{grid}");
-    db.close()?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// One transaction: read a random row under its lock and write it back
-/// with a new version number.
-fn update_one(
-    db: &Database,
-    table: &Table,
-    rows: u64,
-    _client: u64,
-    r: &mut u64,
-) -> untorn::Result<()> {
-    let k = next_rand(r) % rows;
-    let mut tx = db.begin();
-    let cur = tx.get_for_update(table, &key_u64(k))?.unwrap_or_default();
-    let version = std::str::from_utf8(cur.get(13..25).unwrap_or_default())
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    tx.update(table, &key_u64(k), &row_value(k, version + 1))?;
-    tx.commit()?;
-    Ok(())
 }

@@ -74,7 +74,7 @@ enum Command {
     },
     /// The main job: commit throughput of the embedded engine in a temporary
     /// directory, per WAL block size and client count (group commit).
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
 }
 
 /// Settings fixed when a database is created.

@@ -1,0 +1,435 @@
+//! Runs a workload: N client threads, a warm-up that is not measured, then
+//! the measured part with a figure for every second.
+//!
+//! Rules:
+//! - A transaction counts when it started after the warm-up and committed
+//!   before the end; its latency runs from its first attempt to its commit
+//!   (retries after a deadlock included, as a client sees it).
+//! - Each client records into its own HdrHistogram (merged at the end) and
+//!   into a per-second accumulator behind its own mutex, which only the
+//!   sampler (the calling thread) ever contends for, once a second.
+//! - The sampler looks every 100 ms, so a short checkpoint still marks the
+//!   second it started and ended in.
+//! - A non-retryable error from any client stops every client and is the
+//!   run's result.
+
+use crate::db::{Database, Options};
+use crate::error::{Error, Result};
+use crate::file::{FileKind, FileSystem};
+use crate::lab::result::{LatencyMs, Run, Sample};
+use crate::lab::workload::{Outcome, Rng, Tables, Workload};
+use crate::stats::{IoOp, IoStats};
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long and with how many clients a run goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSpec {
+    pub clients: usize,
+    /// Run before measuring (not counted).
+    pub warmup: Duration,
+    /// Measured time.
+    pub duration: Duration,
+}
+
+/// Latencies in microseconds, 1 us to 60 s.
+const LATENCY_MAX_US: u64 = 60_000_000;
+const TICK: Duration = Duration::from_millis(100);
+
+fn histogram(sigfig: u8) -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_US, sigfig)
+        .expect("constant histogram bounds are valid")
+}
+
+/// What one client did in the current second (drained by the sampler).
+struct Second {
+    count: u64,
+    sum_us: u64,
+    /// Two significant digits: per-second p99 needs no more, and a reset
+    /// every second stays cheap.
+    hist: Histogram<u64>,
+}
+
+/// What one client did in the whole measured part.
+struct ClientTotals {
+    hist: Histogram<u64>,
+    transactions: u64,
+    retries: u64,
+}
+
+/// Counters read at the start and end of the measured part.
+#[derive(Clone, Copy)]
+struct Counters {
+    wal: crate::wal::WalStats,
+    data_pages: u64,
+    data_fsyncs: u64,
+    dw_pages: u64,
+    dw_fsyncs: u64,
+    checkpoints: u64,
+    cpu_us: u64,
+}
+
+impl Counters {
+    fn read(db: &Database) -> Counters {
+        let io: &IoStats = db.io_stats();
+        // Pages, not calls: a run of consecutive blocks is one pwritev.
+        let page = u64::from(db.settings().page_size).max(1);
+        Counters {
+            wal: db.wal_stats(),
+            data_pages: io.bytes(FileKind::Data, IoOp::Write) / page,
+            data_fsyncs: io.calls(FileKind::Data, IoOp::Fsync),
+            dw_pages: io.bytes(FileKind::DoubleWrite, IoOp::Write) / page,
+            dw_fsyncs: io.calls(FileKind::DoubleWrite, IoOp::Fsync),
+            checkpoints: db.checkpoints(),
+            cpu_us: process_cpu_us(),
+        }
+    }
+}
+
+/// User + system CPU time of this process, in microseconds.
+fn process_cpu_us() -> u64 {
+    // SAFETY: getrusage only writes the struct it is given, which we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    us(ru.ru_utime) + us(ru.ru_stime)
+}
+
+/// Waits before retry number `n` (1-based) of one transaction. Wait-die
+/// aborts a younger transaction at once instead of queueing it, and the
+/// retry is younger still, so on a hot row (pgbench's branch at scale 1)
+/// an immediate retry mostly dies again: that would measure spinning, not
+/// the engine. Yield twice, then sleep 20 us doubling to 1 ms, roughly
+/// the lock wait a queueing lock manager would impose.
+fn backoff(n: u64) {
+    if n <= 2 {
+        std::thread::yield_now();
+    } else {
+        let us = (20u64 << (n - 3).min(6)).min(1000);
+        std::thread::sleep(Duration::from_micros(us));
+    }
+}
+
+/// The shared state of one run.
+struct Shared<'a> {
+    db: &'a Database,
+    workload: &'a dyn Workload,
+    tables: Tables,
+    measure_start: Instant,
+    end: Instant,
+    stop: AtomicBool,
+    failed: Mutex<Option<Error>>,
+    seconds: Vec<Mutex<Second>>,
+}
+
+impl Shared<'_> {
+    fn client(&self, client: usize, seed: u64) -> ClientTotals {
+        let mut rng = Rng::new(seed, client as u64);
+        let mut totals = ClientTotals {
+            hist: histogram(3),
+            transactions: 0,
+            retries: 0,
+        };
+        while !self.stop.load(Relaxed) {
+            let t0 = Instant::now();
+            if t0 >= self.end {
+                break;
+            }
+            let mut retries = 0;
+            let committed = loop {
+                match self
+                    .workload
+                    .transaction(self.db, &self.tables, &mut rng, client)
+                {
+                    Ok(Outcome::Committed) => break true,
+                    Ok(Outcome::Retry) => {
+                        retries += 1;
+                        if self.stop.load(Relaxed) || Instant::now() >= self.end {
+                            break false;
+                        }
+                        backoff(retries);
+                    }
+                    Err(e) => {
+                        self.failed.lock().get_or_insert(e);
+                        self.stop.store(true, Relaxed);
+                        return totals;
+                    }
+                }
+            };
+            let t1 = Instant::now();
+            if t0 < self.measure_start {
+                continue;
+            }
+            totals.retries += retries;
+            if committed && t1 <= self.end {
+                let us = (t1 - t0).as_micros().clamp(1, u128::from(LATENCY_MAX_US)) as u64;
+                totals.hist.saturating_record(us);
+                totals.transactions += 1;
+                let mut s = self.seconds[client].lock();
+                s.count += 1;
+                s.sum_us += us;
+                s.hist.saturating_record(us);
+            }
+        }
+        totals
+    }
+
+    /// Sleeps until `until` unless a client failed first; false if one did.
+    fn sleep_until(&self, until: Instant) -> bool {
+        loop {
+            if self.stop.load(Relaxed) {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return true;
+            }
+            std::thread::sleep((until - now).min(TICK));
+        }
+    }
+
+    /// Takes every client's current second.
+    fn drain(&self) -> (u64, u64, Histogram<u64>) {
+        let mut merged = histogram(2);
+        let (mut count, mut sum_us) = (0, 0);
+        for s in &self.seconds {
+            let mut s = s.lock();
+            count += s.count;
+            sum_us += s.sum_us;
+            // Same bounds, so adding cannot fail.
+            let _ = merged.add(&s.hist);
+            s.count = 0;
+            s.sum_us = 0;
+            s.hist.reset();
+        }
+        (count, sum_us, merged)
+    }
+}
+
+/// The per-second series, built by the sampler.
+struct Series {
+    samples: Vec<Sample>,
+    second_began: Instant,
+    prev: Counters,
+    checkpoints_started: u64,
+    started: bool,
+    ended: bool,
+}
+
+impl Series {
+    fn new(db: &Database, at: Instant, base: Counters) -> Series {
+        Series {
+            samples: Vec::new(),
+            second_began: at,
+            prev: base,
+            checkpoints_started: db.checkpoints_started(),
+            started: false,
+            ended: false,
+        }
+    }
+
+    /// Notes a checkpoint starting or ending since the last look.
+    fn look(&mut self, db: &Database) {
+        let started = db.checkpoints_started();
+        let done = db.checkpoints();
+        self.started |= started != self.checkpoints_started;
+        self.ended |= done != self.prev.checkpoints;
+        self.checkpoints_started = started;
+        self.prev.checkpoints = done;
+    }
+
+    /// Closes the second that began at `second_began`, ending at `now`.
+    fn close(&mut self, shared: &Shared<'_>, now: Instant) {
+        self.look(shared.db);
+        let (count, sum_us, hist) = shared.drain();
+        let c = Counters::read(shared.db);
+        let secs = (now - self.second_began).as_secs_f64().max(1e-6);
+        let ms = |us: f64| us / 1000.0;
+        self.samples.push(Sample {
+            second: self.samples.len() as u32,
+            tps: count as f64 / secs,
+            latency_ms_avg: if count > 0 {
+                ms(sum_us as f64 / count as f64)
+            } else {
+                0.0
+            },
+            latency_ms_p99: if count > 0 {
+                ms(hist.value_at_quantile(0.99) as f64)
+            } else {
+                0.0
+            },
+            wal_bytes: c.wal.bytes - self.prev.wal.bytes,
+            data_writes: c.data_pages - self.prev.data_pages,
+            checkpoint_started: self.started,
+            checkpoint_ended: self.ended,
+        });
+        self.prev = Counters {
+            checkpoints: self.prev.checkpoints,
+            ..c
+        };
+        self.second_began = now;
+        self.started = false;
+        self.ended = false;
+    }
+}
+
+/// Runs `workload` on `db` once: `spec.clients` clients, warm-up, then
+/// `spec.duration` measured. `seed` makes the clients' random choices
+/// (client i draws from stream i of it).
+pub fn run_once(
+    db: &Database,
+    workload: &dyn Workload,
+    spec: &RunSpec,
+    repeat: usize,
+    seed: u64,
+) -> Result<Run> {
+    if spec.clients == 0 || spec.duration.is_zero() {
+        return Err(Error::Invalid(format!(
+            "a run needs at least one client and a duration above zero (got {} clients, {:?})",
+            spec.clients, spec.duration
+        )));
+    }
+    let tables = workload.tables(db)?;
+    let measure_start = Instant::now() + spec.warmup;
+    let shared = Shared {
+        db,
+        workload,
+        tables,
+        measure_start,
+        end: measure_start + spec.duration,
+        stop: AtomicBool::new(false),
+        failed: Mutex::new(None),
+        seconds: (0..spec.clients)
+            .map(|_| {
+                Mutex::new(Second {
+                    count: 0,
+                    sum_us: 0,
+                    hist: histogram(2),
+                })
+            })
+            .collect(),
+    };
+    let mut series: Option<(Counters, Series)> = None;
+    let totals: Vec<ClientTotals> = std::thread::scope(|s| {
+        let shared = &shared;
+        let clients: Vec<_> = (0..spec.clients)
+            .map(|c| s.spawn(move || shared.client(c, seed)))
+            .collect();
+        // The calling thread is the sampler.
+        if shared.sleep_until(measure_start) {
+            let base = Counters::read(db);
+            let mut ser = Series::new(db, measure_start, base);
+            let mut tick = 1u32;
+            loop {
+                let at = (measure_start + TICK * tick).min(shared.end);
+                if !shared.sleep_until(at) || at >= shared.end {
+                    break;
+                }
+                let now = Instant::now();
+                if now >= shared.end {
+                    // Woken late: the last second is closed after the
+                    // clients stop.
+                    break;
+                }
+                if tick.is_multiple_of(10) {
+                    ser.close(shared, now);
+                } else {
+                    ser.look(db);
+                }
+                tick += 1;
+            }
+            series = Some((base, ser));
+        }
+        shared.stop.store(true, Relaxed);
+        clients
+            .into_iter()
+            .map(|c| c.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    if let Some(e) = shared.failed.lock().take() {
+        return Err(e);
+    }
+    let Some((base, mut ser)) = series else {
+        return Err(Error::Invalid("the run stopped before measuring".into()));
+    };
+    // The last (possibly partial) second: every client has stopped, so
+    // nothing committed before the end is still unrecorded.
+    if shared.end > ser.second_began + Duration::from_millis(1) || ser.samples.is_empty() {
+        ser.close(&shared, shared.end);
+    }
+    let end = Counters::read(db);
+    let mut hist = histogram(3);
+    let (mut transactions, mut retries) = (0, 0);
+    for t in &totals {
+        let _ = hist.add(&t.hist);
+        transactions += t.transactions;
+        retries += t.retries;
+    }
+    let seconds = spec.duration.as_secs_f64();
+    let ms = |us: u64| us as f64 / 1000.0;
+    let per_txn = |x: u64| {
+        if transactions > 0 {
+            x as f64 / transactions as f64
+        } else {
+            0.0
+        }
+    };
+    Ok(Run {
+        repeat,
+        seconds,
+        transactions,
+        retries,
+        tps: transactions as f64 / seconds,
+        latency_ms: if transactions > 0 {
+            LatencyMs {
+                avg: hist.mean() / 1000.0,
+                p90: ms(hist.value_at_quantile(0.90)),
+                p99: ms(hist.value_at_quantile(0.99)),
+                max: ms(hist.max()),
+            }
+        } else {
+            LatencyMs::default()
+        },
+        cpu_us_per_txn: per_txn(end.cpu_us.saturating_sub(base.cpu_us)),
+        wal_bytes: end.wal.bytes - base.wal.bytes,
+        wal_records: end.wal.records - base.wal.records,
+        wal_fpi: end.wal.fpi - base.wal.fpi,
+        wal_fsyncs: end.wal.fsyncs - base.wal.fsyncs,
+        data_writes: end.data_pages - base.data_pages,
+        data_fsyncs: end.data_fsyncs - base.data_fsyncs,
+        dw_page_writes: end.dw_pages - base.dw_pages,
+        dw_fsyncs: end.dw_fsyncs - base.dw_fsyncs,
+        checkpoints: end.checkpoints - base.checkpoints,
+        series: ser.samples,
+    })
+}
+
+/// Creates a database in `dir`, loads `workload` and checkpoints, so a
+/// run starts from clean pages (as a benchmark after its load phase).
+pub fn fresh_database(dir: &Path, options: Options, workload: &dyn Workload) -> Result<Database> {
+    let db = Database::create(dir, options)?;
+    workload.load(&db)?;
+    db.checkpoint()?;
+    Ok(db)
+}
+
+/// [`fresh_database`] on a given file layer (a device model), which
+/// records into `io_stats`.
+pub fn fresh_database_with(
+    fs: Arc<dyn FileSystem>,
+    io_stats: Arc<IoStats>,
+    dir: &Path,
+    options: Options,
+    workload: &dyn Workload,
+) -> Result<Database> {
+    let db = Database::create_with(fs, io_stats, dir, options)?;
+    workload.load(&db)?;
+    db.checkpoint()?;
+    Ok(db)
+}
