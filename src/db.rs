@@ -105,6 +105,8 @@ pub(crate) struct Inner {
     ddl: Mutex<()>,
     smo: Mutex<HashMap<u32, Arc<Mutex<()>>>>,
     checkpoint_lock: Mutex<()>,
+    /// Files of tables dropped in this opening.
+    dropped: RwLock<std::collections::HashSet<u32>>,
     /// The redo point of the checkpoint in progress (or the last one). A
     /// commit holds it shared from its full-page-image decision until its
     /// record is inserted, so a checkpoint cannot move it in between (the
@@ -133,8 +135,17 @@ impl Inner {
             Some(why) => Err(Error::Invalid(format!(
                 "the database is stopped after a failure ({why}); reopen it to recover from the WAL"
             ))),
+            None if self.pool.is_poisoned() => Err(Error::Invalid(
+                "the database is stopped after a failed change; reopen it to recover from the WAL"
+                    .into(),
+            )),
             None => Ok(()),
         }
+    }
+
+    /// True if the table of `file_id` was dropped in this opening.
+    pub(crate) fn is_dropped(&self, file_id: u32) -> bool {
+        self.dropped.read().contains(&file_id)
     }
 
     /// Stops all writing after a failure in a commit's apply phase.
@@ -163,7 +174,9 @@ impl Inner {
             *point
         };
         *self.last_checkpoint.lock() = (redo, Instant::now());
-        self.pool.flush_dirty(Issuer::Checkpointer, 64)?;
+        // Pins at most a quarter of the pool at once.
+        let batch = (self.pool.nframes() / 4).clamp(1, 64);
+        self.pool.flush_dirty(Issuer::Checkpointer, batch)?;
         self.pool.files().sync_all(Issuer::Checkpointer)?;
         let info = CheckpointInfo {
             redo,
@@ -325,6 +338,7 @@ impl Database {
             ddl: Mutex::new(()),
             smo: Mutex::new(HashMap::new()),
             checkpoint_lock: Mutex::new(()),
+            dropped: RwLock::new(Default::default()),
             redo_point: RwLock::new(Lsn::INVALID),
             poisoned: Mutex::new(None),
             stop: AtomicBool::new(false),
@@ -426,6 +440,11 @@ impl Database {
             name: "catalog".into(),
             file_id: CATALOG_FILE_ID,
         };
+        // Taken exclusively, the redo point lock waits out every commit in
+        // its apply phase; later ones see the table dropped and fail, so no
+        // commit record for the file follows the drop's.
+        inner.dropped.write().insert(table.file_id);
+        drop(inner.redo_point.write());
         let mut tx = inner.begin();
         tx.delete(&catalog, name.as_bytes())?;
         tx.dropped_files.push(table.file_id);

@@ -112,3 +112,83 @@ fn concurrent_transfers_keep_the_sum_and_lose_no_update() {
     );
     assert_eq!(sum(&db, &db.table("counters").unwrap()), 3200);
 }
+
+/// Transfers while a thread checkpoints in a loop and a small pool evicts
+/// all the time: eviction writes, checkpoint writes and commits race on the
+/// same frames. (A review found an older copy landing after a newer one,
+/// losing updates in process; this is its stress test.)
+#[test]
+fn transfers_survive_concurrent_checkpoints_and_evictions() {
+    const N: u64 = 20_000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let options = Options {
+        creation: untorn::settings::RequestedCreationSettings {
+            page_size: Some(4096),
+            ..Default::default()
+        },
+        buffer_pool_size: 128 * 4096,
+        synchronous_commit: false,
+        ..Options::default()
+    };
+    let db = Database::create(&path, options.clone()).unwrap();
+    let acc = db.create_table("accounts").unwrap();
+    db.bulk_load(&acc, (0..N).map(|k| (key_u64(k), INITIAL.to_le_bytes())))
+        .unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (db, acc, done) = (&db, &acc, &done);
+        let checkpointer = s.spawn(move || {
+            while !done.load(Relaxed) {
+                db.checkpoint().unwrap();
+            }
+        });
+        let workers: Vec<_> = (0..8u64)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut seed = t * 104_729 + 7;
+                    let mut committed = 0;
+                    while committed < 300 {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let (from, to) = ((seed >> 33) % N, (seed >> 13) % N);
+                        if from == to {
+                            continue;
+                        }
+                        let mut tx = db.begin();
+                        let r = (|| -> untorn::Result<()> {
+                            let a = balance(&mut tx, acc, from)?;
+                            let b = balance(&mut tx, acc, to)?;
+                            tx.update(acc, &key_u64(from), &(a - 3).to_le_bytes())?;
+                            tx.update(acc, &key_u64(to), &(b + 3).to_le_bytes())?;
+                            Ok(())
+                        })();
+                        match r {
+                            Ok(()) => {
+                                tx.commit().unwrap();
+                                committed += 1;
+                            }
+                            Err(e) if e.is_retryable() => {}
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        done.store(true, Relaxed);
+        checkpointer.join().unwrap();
+    });
+    assert_eq!(sum(&db, &acc), N as i64 * INITIAL, "in process");
+    drop(db); // crash
+    let db = Database::open(&path, options).unwrap();
+    assert_eq!(
+        sum(&db, &db.table("accounts").unwrap()),
+        N as i64 * INITIAL,
+        "after recovery"
+    );
+    db.close().unwrap();
+}

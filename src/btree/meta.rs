@@ -89,6 +89,21 @@ pub fn allocate(b: &mut [u8]) -> u32 {
     blk
 }
 
+/// Takes a block for a new page: the most recently freed one for which
+/// `usable` holds, else the file grows.
+pub fn allocate_where(b: &mut [u8], usable: impl Fn(u32) -> bool) -> u32 {
+    let mut free = free_blocks(b);
+    if let Some(pos) = free.iter().rposition(|blk| usable(*blk)) {
+        let blk = free.remove(pos);
+        set_free(b, &free);
+        return blk;
+    }
+    let blk = next_block(b);
+    assert!(blk < u32::MAX, "tree file is full");
+    b[M_NEXT..M_NEXT + 4].copy_from_slice(&(blk + 1).to_le_bytes());
+    blk
+}
+
 /// Returns a block to the free list; false (the block stays unused until
 /// the file is rebuilt) when the list is full.
 pub fn release(b: &mut [u8], blk: u32) -> bool {

@@ -16,7 +16,7 @@
 
 use super::tree::{is_node, Tree};
 use super::{meta, node};
-use crate::buffer::{ClaimedFrame, PageWrite, Pinned};
+use crate::buffer::{BufferPool, ClaimedFrame, CriticalSection, PageWrite, Pinned};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
 use crate::wal::{BlockRef, RecordData, RecordKind, Wal};
@@ -24,7 +24,7 @@ use crate::Lsn;
 
 /// Logs the images of `pages` as one structure-change record and stamps
 /// them with its end LSN. The pages must all be marked dirty.
-pub fn log_images(wal: &Wal, pages: &mut [PageWrite<'_>]) -> Result<Lsn> {
+pub fn log_images(pool: &BufferPool, wal: &Wal, pages: &mut [PageWrite<'_>]) -> Result<Lsn> {
     let blocks = pages
         .iter()
         .map(|p| BlockRef {
@@ -34,16 +34,29 @@ pub fn log_images(wal: &Wal, pages: &mut [PageWrite<'_>]) -> Result<Lsn> {
             data: Vec::new(),
         })
         .collect();
-    let (_, end) = wal.insert(&RecordData {
-        kind: RecordKind::StructureChange,
-        xid: 0,
-        blocks,
-        main: Vec::new(),
-    })?;
+    let (_, end) = wal
+        .insert(&RecordData {
+            kind: RecordKind::StructureChange,
+            xid: 0,
+            blocks,
+            main: Vec::new(),
+        })
+        .inspect_err(|_| {
+            // The pages hold changes without their record: none of them
+            // may reach disk.
+            pool.poison();
+        })?;
     for p in pages.iter_mut() {
         p.set_lsns(end, end);
     }
     Ok(end)
+}
+
+/// A block for a new page. A freed block whose old frame is still cached
+/// is passed over (its frame may be latched by a commit that has not yet
+/// seen it freed; waiting for it here, under latches, could deadlock).
+fn allocate(pool: &BufferPool, tree: &Tree<'_>, meta_page: &mut [u8]) -> u32 {
+    meta::allocate_where(meta_page, |b| !pool.is_cached(tree.page(b)))
 }
 
 /// Creates the tree of a new file: meta page and an empty root leaf.
@@ -58,7 +71,7 @@ pub fn create_tree(tree: &Tree<'_>, wal: &Wal, who: Issuer) -> Result<Lsn> {
     r.mark_dirty();
     meta::init_meta(m.bytes_mut(), tree.file_id);
     node::init_leaf(r.bytes_mut(), tree.file_id, 1, &[], None);
-    log_images(wal, &mut [m, r])
+    log_images(pool, wal, &mut [m, r])
 }
 
 /// A row change waiting to be applied to a leaf: its key and the page
@@ -137,7 +150,8 @@ pub fn split_leaf(
             tree.file_id
         )));
     };
-    let right_block = meta::allocate(meta_w.bytes_mut());
+    let _critical = CriticalSection::new(pool);
+    let right_block = allocate(pool, tree, meta_w.bytes_mut());
     let mut right = pool
         .install_new(claims.pop().expect("claimed"), tree.page(right_block))
         .into_write();
@@ -161,7 +175,7 @@ pub fn split_leaf(
         if node::inner_insert(parent.bytes_mut(), &sep, child).is_ok() {
             break;
         }
-        let rb = meta::allocate(meta_w.bytes_mut());
+        let rb = allocate(pool, tree, meta_w.bytes_mut());
         let mut r = pool
             .install_new(claims.pop().expect("claimed"), tree.page(rb))
             .into_write();
@@ -189,7 +203,7 @@ pub fn split_leaf(
         );
         let old_root = latched[0].id().block;
         let level = node::level(latched[0].bytes()) + 1;
-        let qb = meta::allocate(meta_w.bytes_mut());
+        let qb = allocate(pool, tree, meta_w.bytes_mut());
         let mut q = pool
             .install_new(claims.pop().expect("claimed"), tree.page(qb))
             .into_write();
@@ -213,7 +227,7 @@ pub fn split_leaf(
     // not part of the change.
     all.extend(latched.into_iter().filter(|p| p.is_marked_dirty()));
     all.extend(new_pages);
-    log_images(wal, &mut all)?;
+    log_images(pool, wal, &mut all)?;
     Ok(())
 }
 
@@ -403,6 +417,7 @@ pub fn free_empty_leaf(
     if node::set_high_fence(&mut widened, high.as_deref()).is_err() {
         return Ok(false);
     }
+    let _critical = CriticalSection::new(pool);
     for p in [&mut meta_w, &mut parent, &mut left, &mut leaf] {
         p.mark_dirty();
     }
@@ -417,6 +432,6 @@ pub fn free_empty_leaf(
     );
     // A full free list leaves the block unused (still a Free page).
     meta::release(meta_w.bytes_mut(), leaf_block);
-    log_images(wal, &mut [meta_w, parent, left, leaf])?;
+    log_images(pool, wal, &mut [meta_w, parent, left, leaf])?;
     Ok(true)
 }

@@ -15,8 +15,8 @@
 //!   only after the WAL is flushed past it (the flush rule).
 
 use crate::Lsn;
-use parking_lot::RwLock;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+use parking_lot::{Mutex, RwLock};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
 /// A page's address: data file id and block number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,8 +82,14 @@ pub(crate) struct Frame {
     pub(crate) clean_gen: AtomicU64,
     pub(crate) commit_lsn: AtomicU64,
     /// Set by a checkpoint for the pages dirty when it started (PostgreSQL's
-    /// BM_CHECKPOINT_NEEDED); cleared by any completed write.
-    pub(crate) checkpoint_needed: AtomicBool,
+    /// BM_CHECKPOINT_NEEDED) to the dirty generation it must see written;
+    /// cleared by a completed write of a copy at least that new. 0: none.
+    pub(crate) checkpoint_needed: AtomicU64,
+    /// Held by the one writer of this frame from its copy until the
+    /// data-file write completed and `clean_gen` rose (PostgreSQL's
+    /// BM_IO_IN_PROGRESS): without it an older copy could land after a newer
+    /// one and the frame still count as clean.
+    pub(crate) io: Mutex<()>,
 }
 
 pub(crate) const MAX_USAGE: u8 = 5;
@@ -101,7 +107,8 @@ impl Frame {
             dirty_gen: AtomicU64::new(0),
             clean_gen: AtomicU64::new(0),
             commit_lsn: AtomicU64::new(0),
-            checkpoint_needed: AtomicBool::new(false),
+            checkpoint_needed: AtomicU64::new(0),
+            io: Mutex::new(()),
         }
     }
 

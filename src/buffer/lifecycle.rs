@@ -116,14 +116,13 @@ impl BufferPool {
 
     /// Returns an unmapped, unpinned EMPTY frame to the free list (once).
     fn release_if_abandoned(&self, idx: usize) {
+        // Every move into or out of FREE happens under the free-list mutex,
+        // so a frame is listed at most once and never while owned.
+        let mut free = self.free.lock();
         let f = &self.frames[idx];
-        if f.pins.load(Acquire) == 0
-            && f.page().is_none()
-            && f.state
-                .compare_exchange(EMPTY, FREE, AcqRel, Acquire)
-                .is_ok()
-        {
-            self.free.lock().push(idx);
+        if f.pins.load(Acquire) == 0 && f.page().is_none() && f.state.load(Acquire) == EMPTY {
+            f.state.store(FREE, Release);
+            free.push(idx);
         }
     }
 
@@ -131,9 +130,10 @@ impl BufferPool {
     pub(super) fn push_free(&self, idx: usize) {
         let f = &self.frames[idx];
         debug_assert!(f.page().is_none());
+        let mut free = self.free.lock();
         f.pins.store(0, Release);
         f.state.store(FREE, Release);
-        self.free.lock().push(idx);
+        free.push(idx);
     }
 
     /// Reads and checks a page from disk.
@@ -189,15 +189,19 @@ impl BufferPool {
     /// Call it without holding latches; the frame is then installed with
     /// [`BufferPool::install_new`] or returned when dropped.
     pub fn claim_frame(&self, who: Issuer) -> Result<ClaimedFrame<'_>> {
-        if let Some(idx) = self.free.lock().pop() {
-            let f = &self.frames[idx];
-            assert_eq!(
-                f.state.swap(EMPTY, AcqRel),
-                FREE,
-                "free list held a frame not free"
-            );
-            let prev = f.pins.swap(1, AcqRel);
-            assert_eq!(prev, 0, "a free frame was pinned");
+        let popped = {
+            let mut free = self.free.lock();
+            free.pop().inspect(|&idx| {
+                let f = &self.frames[idx];
+                assert_eq!(f.pins.swap(1, AcqRel), 0, "a free frame was pinned");
+                assert_eq!(
+                    f.state.swap(EMPTY, AcqRel),
+                    FREE,
+                    "free list held a frame not free"
+                );
+            })
+        };
+        if let Some(idx) = popped {
             return Ok(ClaimedFrame {
                 pool: self,
                 idx: Some(idx),
@@ -323,6 +327,11 @@ impl BufferPool {
         self.push_free(idx);
     }
 
+    /// True if `id` is in the pool (in any state).
+    pub fn is_cached(&self, id: PageId) -> bool {
+        self.shard(id).lock().contains_key(&id)
+    }
+
     /// Forgets one page if it is cached, unpinned and clean.
     pub fn discard_page(&self, id: PageId) {
         self.discard(id, false);
@@ -330,6 +339,7 @@ impl BufferPool {
 
     /// Discards every frame of a dropped file without writing it.
     pub fn discard_file(&self, file_id: u32) {
+        self.dropped_files.lock().insert(file_id);
         for f in self.frames.iter() {
             if let Some(id) = f.page().filter(|p| p.file_id == file_id) {
                 self.discard(id, true);

@@ -77,6 +77,9 @@ pub struct BufferPool {
     poisoned: AtomicBool,
     /// Pages found damaged (failed checks) while recovering.
     damaged: Mutex<Vec<PageId>>,
+    /// Files dropped: their pages are never written again (a frame pinned
+    /// while its file was discarded is dropped at its next write).
+    dropped_files: Mutex<std::collections::HashSet<u32>>,
     pub stats: BufferStats,
 }
 
@@ -85,6 +88,27 @@ pub struct Pinned<'a> {
     pool: &'a BufferPool,
     idx: usize,
     id: PageId,
+}
+
+/// Held while pages are changed ahead of their WAL record: if the thread
+/// unwinds (a panic) before the record is in, the pool is poisoned, so the
+/// half-made changes never reach disk.
+pub struct CriticalSection<'a> {
+    pool: &'a BufferPool,
+}
+
+impl<'a> CriticalSection<'a> {
+    pub fn new(pool: &'a BufferPool) -> CriticalSection<'a> {
+        CriticalSection { pool }
+    }
+}
+
+impl Drop for CriticalSection<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.pool.poison();
+        }
+    }
 }
 
 /// A frame claimed for a new page (see [`BufferPool::claim_frame`]).
@@ -124,6 +148,7 @@ impl BufferPool {
             recovery: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             damaged: Mutex::new(Vec::new()),
+            dropped_files: Mutex::new(Default::default()),
             stats: BufferStats::default(),
         })
     }

@@ -109,8 +109,14 @@ impl BufferPool {
                     .into(),
             ));
         }
-        let mut copies = Vec::with_capacity(idxs.len());
-        for &idx in idxs {
+        // One writer per frame at a time, taken in frame order so two
+        // batches cannot wait for each other.
+        let mut order: Vec<usize> = idxs.to_vec();
+        order.sort_unstable();
+        order.dedup();
+        let io_guards: Vec<_> = order.iter().map(|&i| self.frames[i].io.lock()).collect();
+        let mut copies = Vec::with_capacity(order.len());
+        for &idx in &order {
             let f = &self.frames[idx];
             assert!(f.pins.load(Acquire) > 0, "writing an unpinned frame");
             let g = f.latch.read();
@@ -126,6 +132,20 @@ impl BufferPool {
                 commit_lsn: f.commit_lsn(),
                 bytes: g.bytes.to_vec(),
             });
+        }
+        // Pages of dropped files count as written: their file is gone.
+        {
+            let dropped = self.dropped_files.lock();
+            if !dropped.is_empty() {
+                copies.retain(|c| {
+                    let gone = dropped.contains(&c.id.file_id);
+                    if gone {
+                        self.frames[c.idx].clean_gen.fetch_max(c.gen, AcqRel);
+                        self.frames[c.idx].checkpoint_needed.store(0, Release);
+                    }
+                    !gone
+                });
+            }
         }
         if copies.is_empty() {
             return Ok(0);
@@ -160,8 +180,13 @@ impl BufferPool {
         for c in &copies {
             let f = &self.frames[c.idx];
             f.clean_gen.fetch_max(c.gen, AcqRel);
-            f.checkpoint_needed.store(false, Release);
+            // Clear the checkpoint's mark only if this copy is at least as
+            // new as the generation the checkpoint saw dirty.
+            let _ = f.checkpoint_needed.fetch_update(AcqRel, Acquire, |need| {
+                (need != 0 && c.gen >= need).then_some(0)
+            });
         }
+        drop(io_guards);
         self.stats
             .pages_written
             .fetch_add(copies.len() as u64, Relaxed);
@@ -197,14 +222,15 @@ impl BufferPool {
     pub fn flush_dirty(&self, who: Issuer, batch: usize) -> Result<usize> {
         for f in self.frames.iter() {
             if f.page().is_some() && f.is_dirty() {
-                f.checkpoint_needed.store(true, Release);
+                f.checkpoint_needed
+                    .store(f.dirty_gen.load(Acquire).max(1), Release);
             }
         }
         let mut written = 0;
         let mut pinned = Vec::with_capacity(batch);
         for idx in 0..self.frames.len() {
             let f = &self.frames[idx];
-            if !f.checkpoint_needed.load(Acquire) {
+            if f.checkpoint_needed.load(Acquire) == 0 {
                 continue;
             }
             // Pin through the page table, so the frame cannot change page.

@@ -223,12 +223,20 @@ fn apply(
             return Ok(None);
         }
     }
-    // Critical section: from here a failure poisons the database.
     let full_pages = db.settings.torn_page_protection == TornPageProtection::FullPages;
+    // Held until the record is in: the redo point cannot move between the
+    // image decision and the insert, and no table is dropped meanwhile.
+    let redo = db.redo_point.read();
+    if let Some((w, _)) = latched.iter().find(|(w, _)| db.is_dropped(w.id().file_id)) {
+        return Err(Error::Invalid(format!(
+            "transaction {}: the table of data file {} was dropped",
+            tx.xid,
+            w.id().file_id
+        )));
+    }
+    // Critical section: from here a failure poisons the database.
+    let _critical = crate::buffer::CriticalSection::new(&db.pool);
     let result = (|| -> Result<Applied> {
-        // Held until the record is in: the redo point cannot move between
-        // the image decision and the insert.
-        let redo = db.redo_point.read();
         let mut blocks = Vec::with_capacity(latched.len());
         for (w, idxs) in latched.iter_mut() {
             // The first change after the redo point logs the whole page, so
