@@ -568,3 +568,110 @@ fn reopen_after_a_crash_recovers_every_committed_row() {
         .expect_code(0)
         .expect_stdout("Bad checksums:   0");
 }
+
+/// `untorn bench` with tiny sizes and durations: the JSON has every field
+/// the issue names, for every (workload, mode); tpcb's invariant is checked
+/// by the run itself (a broken sum fails the command).
+#[test]
+fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_untorn"))
+        .args([
+            "bench",
+            "--workload",
+            "tpcb,oltp_read_write",
+            "--duration",
+            "0.4",
+            "--warmup",
+            "0.1",
+            "--repeat",
+            "2",
+        ])
+        .args([
+            "--clients",
+            "3",
+            "--tables",
+            "2",
+            "--table-size",
+            "500",
+            "--scale",
+            "1",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--report")
+        .arg(dir.path().join("report"))
+        .arg("--dir")
+        .arg(dir.path().join("dbs"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains("vs full_pages") && stdout.contains("vs off"),
+        "{stdout}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = v.as_array().unwrap();
+    assert_eq!(results.len(), 4, "2 workloads x 2 modes");
+    for r in results {
+        for field in [
+            "workload",
+            "protection",
+            "tps",
+            "tps_runs",
+            "latency_ms",
+            "wal_bytes_per_txn",
+            "wal_fpi",
+            "dw_page_writes",
+            "dw_fsyncs",
+            "data_writes",
+            "data_fsyncs",
+            "checkpoints",
+            "cpu_us_per_txn",
+            "page_writes_per_txn",
+            "device",
+            "settings",
+        ] {
+            assert!(r.get(field).is_some(), "missing {field} in {r}");
+        }
+        for q in ["avg", "p90", "p99", "max"] {
+            assert!(r["latency_ms"][q].is_number(), "{r}");
+        }
+        assert_eq!(r["tps_runs"].as_array().unwrap().len(), 2);
+        assert!(r["tps"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["settings"]["torn_page_protection"], r["protection"]);
+    }
+    assert!(dir.path().join("report").join("index.html").exists());
+}
+
+#[test]
+fn bench_refuses_settings_it_does_not_have() {
+    for args in [
+        vec!["--protection", "double_writes"],
+        vec!["--wal-compression", "lz4"],
+        vec!["--checkpoint-sort", "on"],
+        vec!["--device", "floppy"],
+        vec!["--workload", "tpcc"],
+        vec!["--wal-block-size", "3KB"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_untorn"))
+            .arg("bench")
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("untorn: error:") && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+        let named = args[1] == "3KB" && stderr.contains("wal_block_size");
+        assert!(
+            named || stderr.contains(args[1]),
+            "{args:?} should be named: {stderr}"
+        );
+    }
+}
