@@ -127,10 +127,10 @@ pub fn redo(
         match rec.data.kind {
             RecordKind::Commit => {
                 report.commits_replayed += 1;
-                replay_changes(pool, &rec, scan, &mut report, &mut restored)?;
+                replay_blocks(pool, &rec, scan, &mut report, &mut restored)?;
             }
             RecordKind::StructureChange => {
-                replay_images(pool, &rec, scan, &mut report, &mut restored)?
+                replay_blocks(pool, &rec, scan, &mut report, &mut restored)?
             }
             _ => {}
         }
@@ -148,25 +148,6 @@ pub fn redo(
         }
     }
     Ok(report)
-}
-
-fn replay_images(
-    pool: &BufferPool,
-    rec: &ReadRecord,
-    scan: &WalScan,
-    report: &mut RecoveryReport,
-    restored: &mut HashSet<PageId>,
-) -> Result<()> {
-    for b in &rec.data.blocks {
-        if scan.dropped_files.contains(&b.file_id) {
-            continue;
-        }
-        if b.image.is_none() {
-            return Err(corrupt_record(rec, "structure change without a page image"));
-        }
-        restore_block(pool, rec, b, report, restored)?;
-    }
-    Ok(())
 }
 
 /// Restores a block's full image unless the page LSN already covers the
@@ -193,7 +174,10 @@ fn restore_block(
     Ok(())
 }
 
-fn replay_changes(
+/// Replays a record's blocks: full images are restored (structure changes
+/// carry nothing else; with full_pages a commit logs the page at its first
+/// change after a checkpoint), row changes applied.
+fn replay_blocks(
     pool: &BufferPool,
     rec: &ReadRecord,
     scan: &WalScan,
@@ -205,9 +189,11 @@ fn replay_changes(
             continue;
         }
         if b.image.is_some() {
-            // full_pages: the first change after a checkpoint logged the page.
             restore_block(pool, rec, b, report, restored)?;
             continue;
+        }
+        if rec.data.kind == RecordKind::StructureChange {
+            return Err(corrupt_record(rec, "structure change without a page image"));
         }
         let id = PageId::new(b.file_id, b.block);
         let mut w = pool.pin(id, Issuer::Recovery)?.into_write();

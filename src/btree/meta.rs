@@ -78,15 +78,7 @@ fn set_free(b: &mut [u8], free: &[u32]) {
 
 /// Takes a block for a new page: a freed one first, else the file grows.
 pub fn allocate(b: &mut [u8]) -> u32 {
-    let mut free = free_blocks(b);
-    if let Some(blk) = free.pop() {
-        set_free(b, &free);
-        return blk;
-    }
-    let blk = next_block(b);
-    assert!(blk < u32::MAX, "tree file is full");
-    b[M_NEXT..M_NEXT + 4].copy_from_slice(&(blk + 1).to_le_bytes());
-    blk
+    allocate_where(b, |_| true)
 }
 
 /// Takes a block for a new page: the most recently freed one for which

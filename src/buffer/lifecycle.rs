@@ -14,20 +14,25 @@ use crate::page::{verify_page, PageError, PageState};
 use std::sync::atomic::Ordering::*;
 
 impl BufferPool {
-    /// Pins `id` if it is in the pool; never does I/O or waits for it. Safe
-    /// to call while holding other latches.
-    pub fn pin_cached(&self, id: PageId) -> Option<Pinned<'_>> {
-        let idx = {
-            let map = self.shard(id).lock();
-            let idx = *map.get(&id)?;
-            self.frames[idx].pins.fetch_add(1, AcqRel);
-            idx
-        };
-        let pinned = Pinned {
+    /// Pins the frame mapped to `id`, whatever its state; the page table's
+    /// shard mutex makes the lookup and the pin one step, so the frame
+    /// cannot be evicted in between.
+    fn pin_mapped(&self, id: PageId) -> Option<Pinned<'_>> {
+        let map = self.shard(id).lock();
+        let idx = *map.get(&id)?;
+        self.frames[idx].pins.fetch_add(1, AcqRel);
+        Some(Pinned {
             pool: self,
             idx,
             id,
-        };
+        })
+    }
+
+    /// Pins `id` if it is in the pool; never does I/O or waits for it. Safe
+    /// to call while holding other latches.
+    pub fn pin_cached(&self, id: PageId) -> Option<Pinned<'_>> {
+        let pinned = self.pin_mapped(id)?;
+        let idx = pinned.idx;
         // A frame still being read would make us wait for its disk read; a
         // failed read leaves it unmapped: both count as a miss.
         if self.frames[idx].state.load(Acquire) != VALID {
@@ -94,17 +99,8 @@ impl BufferPool {
     /// If another thread is reading `id` from disk, waits for it (no latch
     /// of ours is held here) and pins the result.
     fn wait_for_load(&self, id: PageId) -> Option<Pinned<'_>> {
-        let idx = {
-            let map = self.shard(id).lock();
-            let idx = *map.get(&id)?;
-            self.frames[idx].pins.fetch_add(1, AcqRel);
-            idx
-        };
-        let pinned = Pinned {
-            pool: self,
-            idx,
-            id,
-        };
+        let pinned = self.pin_mapped(id)?;
+        let idx = pinned.idx;
         drop(self.frames[idx].latch.read()); // the loader holds it exclusively
         if self.frames[idx].state.load(Acquire) == VALID {
             return Some(pinned);
