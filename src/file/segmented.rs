@@ -6,6 +6,7 @@ use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::error::{Error, Result};
 use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// The on-disk name of segment `segment` of data file `file_id`.
@@ -34,6 +35,12 @@ pub struct SegmentedFile {
     pages_per_segment: u64,
     /// Opened segments, by number; `None` where not opened yet.
     segments: RwLock<Vec<Option<Arc<dyn File>>>>,
+    /// Set after a write completes, cleared by `sync` before it fsyncs:
+    /// a file with nothing written since its last fsync is not fsynced again.
+    /// Starts set: a crashed process may have left writes in the OS cache
+    /// that no fsync covered, and the first checkpoint after recovery must
+    /// make them durable before it moves the redo point past their records.
+    written: AtomicBool,
 }
 
 impl SegmentedFile {
@@ -52,6 +59,7 @@ impl SegmentedFile {
             page_size,
             pages_per_segment,
             segments: RwLock::new(Vec::new()),
+            written: AtomicBool::new(true),
         }
     }
 
@@ -151,6 +159,7 @@ impl SegmentedFile {
             }
             i += n;
         }
+        self.written.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -171,8 +180,12 @@ impl SegmentedFile {
         }
     }
 
-    /// fsyncs every segment opened by this process.
+    /// fsyncs every segment opened by this process, if anything was written
+    /// since the last sync.
     pub fn sync(&self, who: Issuer) -> Result<()> {
+        if !self.written.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
         let segs: Vec<_> = self.segments.read().iter().flatten().cloned().collect();
         for f in segs {
             f.sync_data(who)?;

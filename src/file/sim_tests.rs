@@ -935,8 +935,10 @@ fn atomic_8k_writes_need_no_torn_page_protection() {
     };
     let (totals, failures) = engine_run(&cfg, TornPageProtection::Off, 50);
     assert_no_failures(&failures);
+    // Some multi-block WAL writes tore (how many depends on the I/O
+    // pattern), and no commit was lost.
     assert!(
-        totals.writes_torn > 5 && totals.power_cuts > 30,
+        totals.writes_torn > 0 && totals.power_cuts > 30,
         "{totals:?}"
     );
 }
