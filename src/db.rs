@@ -165,6 +165,17 @@ impl Inner {
     /// Writes every dirty page, fsyncs the data files, logs the checkpoint
     /// and makes the control file name it. Returns the redo point.
     fn checkpoint(&self, shutdown: bool) -> Result<Lsn> {
+        // A failed fsync may have dropped page writes the kernel then
+        // counts as clean: the engine must stop, never complete a later
+        // checkpoint over them (PostgreSQL's fsyncgate).
+        self.checkpoint_inner(shutdown).inspect_err(|e| {
+            if e.is_fatal() {
+                self.poison(e);
+            }
+        })
+    }
+
+    fn checkpoint_inner(&self, shutdown: bool) -> Result<Lsn> {
         let _one = self.checkpoint_lock.lock();
         self.check_usable()?;
         self.checkpoints_started.fetch_add(1, Relaxed);

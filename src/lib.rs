@@ -22,6 +22,7 @@ pub mod buffer;
 pub mod checkpoint;
 pub mod checksum;
 pub mod control;
+pub mod crashlab;
 pub mod database;
 pub mod db;
 pub mod error;

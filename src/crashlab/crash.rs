@@ -1,0 +1,152 @@
+//! The crash itself, the count of the pages it tore, and the recovery
+//! after it (crashed again itself now and then).
+//!
+//! A page counts as torn when its bytes after the crash are none of the
+//! versions it could have had whole: its durable bytes before the crash,
+//! or what a write since its file's last fsync gave it (the
+//! [`TripwireFs`](super::tripwire::TripwireFs) keeps those writes). Each
+//! torn page is then checked as a read would check it: the share caught is
+//! the checksum's detection rate.
+
+use super::run::{data_dir, Damage, Iteration};
+use crate::db::Database;
+use crate::file::segmented::parse_segment_name;
+use crate::file::FileSystem;
+use crate::page::verify_page;
+use crate::settings::TornPageProtection;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+impl Iteration<'_> {
+    /// Loses power now (the database, if given, is dropped after).
+    pub fn crash(&mut self, db: Option<Database>) {
+        let tearing = self.crash_cfg.tear_probability > 0.0;
+        let durable = if tearing {
+            self.durable_data()
+        } else {
+            BTreeMap::new()
+        };
+        let writes = self.fs.take_pending_writes();
+        let report = self.sim.crash(self.rng.next_u64(), &self.crash_cfg);
+        drop(db);
+        self.c.crashes += 1;
+        self.event(format!(
+            "crash (seed {}): writes kept {}, dropped {}, torn {} ({:?}), sectors zeroed {}; directory operations lost {}",
+            report.seed, report.writes_kept, report.writes_dropped, report.writes_torn, report.torn_writes, report.sectors_zeroed, report.dir_ops_lost
+        ));
+        let data = data_dir();
+        let torn: Vec<_> = report
+            .torn_writes
+            .iter()
+            .filter(|t| t.path.starts_with(&data))
+            .collect();
+        self.c.torn_data_writes += torn.len() as u64;
+        let ps = self.opts.page_size as u64;
+        let mut pages = BTreeSet::new();
+        for t in torn {
+            for p in t.offset / ps..=(t.offset + t.len - 1) / ps {
+                pages.insert((t.path.clone(), p));
+            }
+        }
+        let settings = self.base.options.creation.or_defaults();
+        let per_segment = settings.pages_per_data_segment();
+        for (path, p) in pages {
+            let Some(after) = self.sim.live_bytes(&path) else {
+                continue;
+            };
+            let (lo, hi) = ((p * ps) as usize, ((p + 1) * ps) as usize);
+            let page_of = |img: &[u8]| -> Vec<u8> {
+                let mut v = img.get(lo..hi.min(img.len())).unwrap_or(&[]).to_vec();
+                v.resize(ps as usize, 0);
+                v
+            };
+            let now = page_of(&after);
+            // Torn: bytes no version of the page ever held (the durable one,
+            // or one a write since the last fsync gave it).
+            let mut versions = vec![page_of(durable.get(&path).map_or(&[][..], |d| &d[..]))];
+            for (offset, bytes) in writes.get(&path).into_iter().flatten() {
+                let (start, end) = (*offset as usize, *offset as usize + bytes.len());
+                if start <= lo && end >= hi {
+                    versions.push(bytes[lo - start..hi - start].to_vec());
+                }
+            }
+            if versions.contains(&now) {
+                continue;
+            }
+            self.c.torn_pages_injected += 1;
+            if self.mode == TornPageProtection::Off {
+                self.damage.get_or_insert(Damage::Torn);
+            }
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if let Some((file_id, segment)) = parse_segment_name(name) {
+                let block = (segment * per_segment + p) as u32;
+                let caught = verify_page(&now, settings.data_checksums, file_id, block).is_err();
+                self.c.torn_pages_caught_by_checksum += caught as u64;
+            }
+        }
+    }
+
+    /// Every data file's durable bytes.
+    fn durable_data(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        let files = self.sim.list_dir(&data_dir()).unwrap_or_default();
+        files
+            .into_iter()
+            .filter_map(|p| Some((p.clone(), self.sim.durable_bytes(&p)?)))
+            .collect()
+    }
+
+    /// Reopens after a crash, crashing recovery itself now and then (also
+    /// while it replaces the control file). `None`: the engine refused to
+    /// open, naming damage it was allowed to only detect.
+    pub fn recover(&mut self) -> std::result::Result<Option<Database>, String> {
+        for attempt in 0.. {
+            if attempt < 3 && self.rng.chance(0.25) {
+                if self.rng.chance(0.3) {
+                    let (skip, then) = (self.rng.below(6), self.rng.below(2));
+                    self.event(format!("recovery, power cut at step {skip} (+{then}) of the control file's replacement"));
+                    self.fs.arm(skip, then);
+                } else {
+                    let cut = self.rng.below(40);
+                    self.event(format!("recovery, power cut after {cut} calls"));
+                    self.sim.update_faults(|f| f.power_cut_after = Some(cut));
+                }
+            }
+            let res = self.open();
+            self.fs.disarm();
+            let cut = self.power_is_cut();
+            match res {
+                Ok(db) if !cut => {
+                    self.sim.update_faults(|f| f.power_cut_after = None);
+                    return self.recovered(db).map(Some);
+                }
+                Ok(db) => self.crash(Some(db)),
+                Err(_) if cut => self.crash(None),
+                Err(e) => return self.detected(format!("reopening: {e}")).map(|()| None),
+            }
+            self.c.crashes_in_recovery += 1;
+        }
+        unreachable!("the loop returns")
+    }
+
+    fn recovered(&mut self, db: Database) -> std::result::Result<Database, String> {
+        let r = &db.recovery;
+        self.events.push(format!(
+            "recovered: redo {}..{} ({}), {} records, {} commits, {} images restored, damaged pages repaired {:?}, left {:?}",
+            r.redo_start, r.redo_end, r.end_reason, r.records_replayed, r.commits_replayed,
+            r.pages_restored_from_images, r.damaged_pages_repaired, r.damaged_pages_left
+        ));
+        self.c.pages_restored_from_images += r.pages_restored_from_images;
+        self.c.pages_repaired_from_wal += r.damaged_pages_repaired.len() as u64;
+        if !r.damaged_pages_left.is_empty() {
+            let left = r.damaged_pages_left.join(", ");
+            if self.damage != Some(Damage::Torn) {
+                return Err(format!("recovery left damaged pages: {left}"));
+            }
+            self.c.torn_pages_detected += r.damaged_pages_left.len() as u64;
+            self.example(format!(
+                "recovery reported damaged pages it could not repair: {left}"
+            ));
+        }
+        Ok(db)
+    }
+}

@@ -1,0 +1,364 @@
+//! What a crash test found, per mode: the JSON shape (`--json`) and the
+//! table `untorn crashtest` prints.
+
+use super::CrashTestOptions;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use std::path::PathBuf;
+
+/// A failing iteration: enough to replay it alone.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Failure {
+    pub iteration: u64,
+    /// The iteration's own seed (derived from the run's seed).
+    pub iteration_seed: u64,
+    /// What went wrong, in words.
+    pub what: String,
+    /// What the iteration did up to there, step by step.
+    pub events: Vec<String>,
+    /// The command that runs this iteration alone.
+    pub replay: String,
+    /// The saved trace of the simulated calls, if it could be written.
+    pub trace: Option<PathBuf>,
+}
+
+/// How each fault switch fared in one mode.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct FaultCounts {
+    /// fsyncs made to fail; after how many of them the engine stopped (no
+    /// later commit acknowledged).
+    pub fsync_failures: u64,
+    pub engine_stopped: u64,
+    /// The same per kind of file whose fsync failed (wal, data, control).
+    pub fsync_failures_by_file: std::collections::BTreeMap<String, u64>,
+    pub engine_stopped_by_file: std::collections::BTreeMap<String, u64>,
+    /// Disk-full errors raised; how many reached the caller as a clear
+    /// error; after how many work went on once space returned, and after
+    /// how many only after reopening.
+    pub disk_full: u64,
+    pub disk_full_clear_errors: u64,
+    pub disk_full_continued: u64,
+    pub disk_full_reopened: u64,
+    /// Bits flipped in pages at rest; how many `verify` caught, naming the
+    /// file and block; how many reads then refused.
+    pub bit_flips: u64,
+    pub bit_flips_detected: u64,
+    pub bit_flips_read_errors: u64,
+    /// Misdirected page writes; how many left a page at the wrong block that
+    /// `verify` caught; how many were overwritten by the right page before
+    /// anyone could see them (then only the intended block is stale: a lost
+    /// write, which no checksum can see).
+    pub misdirected_writes: u64,
+    pub misdirected_detected: u64,
+    pub misdirected_overwritten: u64,
+    /// Acknowledged commits whose rows a stale (lost-write) block lost,
+    /// and rows read wrong after it: what a lost write costs.
+    pub commits_lost_to_lost_writes: u64,
+    pub rows_wrong_after_lost_write: u64,
+}
+
+/// Everything one protection mode went through.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ModeReport {
+    pub mode: String,
+    /// Why the mode was not run ("not built: ..."), if it was not.
+    pub note: Option<String>,
+    pub iterations: u64,
+    pub elapsed_s: f64,
+    /// Power losses: one per iteration, plus those during recovery.
+    pub crashes: u64,
+    pub crashes_in_recovery: u64,
+    pub crashes_in_checkpoint: u64,
+    pub crashes_in_control_file: u64,
+    pub commits_acknowledged: u64,
+    /// Commits in flight at a crash, and how many of those survived.
+    pub commits_in_flight: u64,
+    pub in_flight_survived: u64,
+    /// Torn writes to data files, and the pages they left torn (neither
+    /// the old nor the new bytes).
+    pub torn_data_writes: u64,
+    pub torn_pages_injected: u64,
+    /// Of the pages torn, how many failed their checks right after the
+    /// crash (before recovery): the checksum's catch.
+    pub torn_pages_caught_by_checksum: u64,
+    /// Pages recovery restored from full images in the WAL, and the damaged
+    /// pages among them.
+    pub pages_restored_from_images: u64,
+    pub pages_repaired_from_wal: u64,
+    pub pages_repaired_from_double_writes: u64,
+    /// Damaged pages the engine reported and could not repair (recovery
+    /// stopped naming the page, or reads refused it): data lost, detected.
+    pub torn_pages_detected: u64,
+    /// Rows the engine refused to read back after such a report.
+    pub rows_lost_detected: u64,
+    /// What the engine said about the first few of those losses.
+    pub examples_of_detected_loss: Vec<String>,
+    /// Acknowledged commits missing without any error: must be 0.
+    pub lost_commits: u64,
+    /// Rows read without error that no commit wrote: must be 0.
+    pub silent_corruptions: u64,
+    pub faults: FaultCounts,
+    /// Failing iterations (all counted, the first few kept).
+    pub failed_iterations: u64,
+    pub failures: Vec<Failure>,
+}
+
+impl ModeReport {
+    /// True if the mode ran and no iteration failed.
+    pub fn passed(&self) -> bool {
+        self.note.is_none() && self.failed_iterations == 0
+    }
+
+    /// Iterations per second.
+    pub fn rate(&self) -> f64 {
+        if self.elapsed_s > 0.0 {
+            self.iterations as f64 / self.elapsed_s
+        } else {
+            0.0
+        }
+    }
+
+    /// Share of torn pages the checksum caught, if any were torn.
+    pub fn detection_rate(&self) -> Option<f64> {
+        (self.torn_pages_injected > 0)
+            .then(|| self.torn_pages_caught_by_checksum as f64 / self.torn_pages_injected as f64)
+    }
+}
+
+/// Adds one iteration's counts to the mode's.
+pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
+    let pairs: [(&mut u64, u64); 16] = [
+        (&mut m.crashes, it.crashes),
+        (&mut m.crashes_in_recovery, it.crashes_in_recovery),
+        (&mut m.crashes_in_checkpoint, it.crashes_in_checkpoint),
+        (&mut m.crashes_in_control_file, it.crashes_in_control_file),
+        (&mut m.commits_acknowledged, it.commits_acknowledged),
+        (&mut m.commits_in_flight, it.commits_in_flight),
+        (&mut m.in_flight_survived, it.in_flight_survived),
+        (&mut m.torn_data_writes, it.torn_data_writes),
+        (&mut m.torn_pages_injected, it.torn_pages_injected),
+        (
+            &mut m.torn_pages_caught_by_checksum,
+            it.torn_pages_caught_by_checksum,
+        ),
+        (
+            &mut m.pages_restored_from_images,
+            it.pages_restored_from_images,
+        ),
+        (&mut m.pages_repaired_from_wal, it.pages_repaired_from_wal),
+        (
+            &mut m.pages_repaired_from_double_writes,
+            it.pages_repaired_from_double_writes,
+        ),
+        (&mut m.torn_pages_detected, it.torn_pages_detected),
+        (&mut m.rows_lost_detected, it.rows_lost_detected),
+        (&mut m.lost_commits, it.lost_commits),
+    ];
+    for (a, b) in pairs {
+        *a += b;
+    }
+    m.silent_corruptions += it.silent_corruptions;
+    let (f, g) = (&mut m.faults, &it.faults);
+    let pairs: [(&mut u64, u64); 14] = [
+        (&mut f.fsync_failures, g.fsync_failures),
+        (&mut f.engine_stopped, g.engine_stopped),
+        (&mut f.disk_full, g.disk_full),
+        (&mut f.disk_full_clear_errors, g.disk_full_clear_errors),
+        (&mut f.disk_full_continued, g.disk_full_continued),
+        (&mut f.disk_full_reopened, g.disk_full_reopened),
+        (&mut f.bit_flips, g.bit_flips),
+        (&mut f.bit_flips_detected, g.bit_flips_detected),
+        (&mut f.bit_flips_read_errors, g.bit_flips_read_errors),
+        (&mut f.misdirected_writes, g.misdirected_writes),
+        (&mut f.misdirected_detected, g.misdirected_detected),
+        (&mut f.misdirected_overwritten, g.misdirected_overwritten),
+        (
+            &mut f.commits_lost_to_lost_writes,
+            g.commits_lost_to_lost_writes,
+        ),
+        (
+            &mut f.rows_wrong_after_lost_write,
+            g.rows_wrong_after_lost_write,
+        ),
+    ];
+    for (a, b) in pairs {
+        *a += b;
+    }
+    for (k, n) in &g.fsync_failures_by_file {
+        *f.fsync_failures_by_file.entry(k.clone()).or_default() += n;
+    }
+    for (k, n) in &g.engine_stopped_by_file {
+        *f.engine_stopped_by_file.entry(k.clone()).or_default() += n;
+    }
+    for e in &it.examples_of_detected_loss {
+        if m.examples_of_detected_loss.len() < 5 {
+            m.examples_of_detected_loss.push(e.clone());
+        }
+    }
+}
+
+/// The whole run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CrashTestReport {
+    pub options: CrashTestOptions,
+    /// The miss rate the page checksum is expected to have on a torn page
+    /// (about 1 in 65,535 for 16-bit fnv, 1 in 2^32 for crc32c).
+    pub expected_checksum_miss_rate: f64,
+    pub modes: Vec<ModeReport>,
+}
+
+impl CrashTestReport {
+    /// True if every mode that ran passed (modes not built do not fail).
+    pub fn passed(&self) -> bool {
+        self.modes
+            .iter()
+            .all(|m| m.note.is_some() || m.failed_iterations == 0)
+    }
+}
+
+/// Called after each iteration.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress<'a> {
+    pub mode: &'a str,
+    pub done: u64,
+    pub total: u64,
+    pub failed: u64,
+}
+
+fn num(n: u64) -> Cell {
+    Cell::new(n).set_alignment(CellAlignment::Right)
+}
+
+/// The per-mode table, then a line per note and per failure kept.
+pub fn table(report: &CrashTestReport) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "mode",
+        "crashes",
+        "torn pages injected",
+        "repaired from WAL images",
+        "repaired from double writes",
+        "torn pages detected",
+        "lost commits",
+        "silent corruptions",
+        "verdict",
+    ]);
+    for m in &report.modes {
+        if m.note.is_some() {
+            t.add_row(vec![Cell::new(&m.mode), Cell::new("not built")]);
+            continue;
+        }
+        t.add_row(vec![
+            Cell::new(&m.mode),
+            num(m.crashes),
+            num(m.torn_pages_injected),
+            num(m.pages_repaired_from_wal),
+            num(m.pages_repaired_from_double_writes),
+            num(m.torn_pages_detected),
+            num(m.lost_commits),
+            num(m.silent_corruptions),
+            Cell::new(if m.passed() { "pass" } else { "FAIL" }),
+        ]);
+    }
+    let mut out = t.to_string();
+    out.push('\n');
+    for m in &report.modes {
+        match &m.note {
+            Some(note) => out.push_str(&format!("{}: {note}\n", m.mode)),
+            None => out.push_str(&mode_lines(m, report.expected_checksum_miss_rate)),
+        }
+    }
+    out
+}
+
+fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
+    let mut s = format!(
+        "{}: {} iterations in {:.1} s ({:.0}/s); {} commits acknowledged; {} in flight at a crash, {} survived whole; \
+         crashes in recovery {}, in a checkpoint {}, in the control file's replacement {}; \
+         {} pages restored from WAL images\n",
+        m.mode,
+        m.iterations,
+        m.elapsed_s,
+        m.rate(),
+        m.commits_acknowledged,
+        m.commits_in_flight,
+        m.in_flight_survived,
+        m.crashes_in_recovery,
+        m.crashes_in_checkpoint,
+        m.crashes_in_control_file,
+        m.pages_restored_from_images,
+    );
+    if let Some(rate) = m.detection_rate() {
+        let missed = m.torn_pages_injected - m.torn_pages_caught_by_checksum;
+        s.push_str(&format!(
+            "  torn pages caught by their checksum: {}/{} ({:.4}%), {missed} missed; expected miss rate about {:.2e}\n",
+            m.torn_pages_caught_by_checksum,
+            m.torn_pages_injected,
+            rate * 100.0,
+            expected_miss
+        ));
+    }
+    if m.torn_pages_detected > 0 || m.rows_lost_detected > 0 {
+        s.push_str(&format!(
+            "  data lost, detected: {} damaged pages reported by name, {} rows refused on read\n",
+            m.torn_pages_detected, m.rows_lost_detected
+        ));
+        for e in &m.examples_of_detected_loss {
+            s.push_str(&format!("    e.g. {e}\n"));
+        }
+    }
+    let f = &m.faults;
+    if f.fsync_failures > 0 {
+        let by: Vec<String> = f
+            .fsync_failures_by_file
+            .iter()
+            .map(|(k, n)| {
+                format!(
+                    "{k} {}/{n}",
+                    f.engine_stopped_by_file.get(k).copied().unwrap_or(0)
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            "  fsync EIO: {} injected, engine stopped after {} (stopped/failed per file: {})\n",
+            f.fsync_failures,
+            f.engine_stopped,
+            by.join(", ")
+        ));
+    }
+    if f.disk_full > 0 {
+        s.push_str(&format!(
+            "  ENOSPC: {} hit, {} clear errors, work went on after {} ({} after reopening)\n",
+            f.disk_full, f.disk_full_clear_errors, f.disk_full_continued, f.disk_full_reopened
+        ));
+    }
+    if f.bit_flips > 0 {
+        s.push_str(&format!(
+            "  bit flips: {} injected, {} caught by verify (file and block named), {} refused on read\n",
+            f.bit_flips, f.bit_flips_detected, f.bit_flips_read_errors
+        ));
+    }
+    if f.misdirected_writes > 0 {
+        s.push_str(&format!(
+            "  misdirected writes: {} injected, {} caught by verify at the wrong block, {} overwritten before seen; \
+             {} commits lost to the stale intended block (a lost write)\n",
+            f.misdirected_writes, f.misdirected_detected, f.misdirected_overwritten, f.commits_lost_to_lost_writes
+        ));
+    }
+    for fail in &m.failures {
+        s.push_str(&format!(
+            "  FAILED iteration {} (seed {}): {}\n    replay: {}\n",
+            fail.iteration, fail.iteration_seed, fail.what, fail.replay
+        ));
+        if let Some(p) = &fail.trace {
+            s.push_str(&format!("    trace: {}\n", p.display()));
+        }
+    }
+    if m.failed_iterations > m.failures.len() as u64 {
+        s.push_str(&format!(
+            "  ... and {} more failed iterations\n",
+            m.failed_iterations - m.failures.len() as u64
+        ));
+    }
+    s
+}

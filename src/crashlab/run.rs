@@ -1,0 +1,465 @@
+//! Running the laboratory: a loaded database per mode, then the
+//! iterations, each from a copy of it (see the module documentation of
+//! [`super`] for what an iteration does).
+
+use super::faults::{self, Extra};
+use super::oracle::Oracle;
+use super::report::{CrashTestReport, Failure, ModeReport, Progress};
+use super::tripwire::TripwireFs;
+use super::workload::{self, observe, Stop, Tables};
+use super::{iteration_seed, CrashTestOptions, Fault};
+use crate::db::{Database, Options};
+use crate::error::{Error, Result};
+use crate::file::sim::{CrashConfig, SimFileSystem, SimImage, SplitMix64};
+use crate::file::FileSystem;
+use crate::settings::{ChecksumAlgorithm, TornPageProtection};
+use crate::stats::IoStats;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the database lives in the simulation.
+pub const DB_DIR: &str = "/crashlab/db";
+
+fn db_dir() -> &'static Path {
+    Path::new(DB_DIR)
+}
+
+pub(crate) fn data_dir() -> PathBuf {
+    db_dir().join(crate::database::DATA_DIR)
+}
+
+/// Runs every mode of `opts`; `progress` hears after each iteration.
+pub fn run(
+    opts: &CrashTestOptions,
+    mut progress: impl FnMut(&Progress),
+) -> Result<CrashTestReport> {
+    opts.validate()?;
+    let mut modes = Vec::new();
+    for &mode in &opts.protections {
+        modes.push(run_mode(opts, mode, &mut progress)?);
+    }
+    let expected_checksum_miss_rate = match opts.data_checksums {
+        ChecksumAlgorithm::Fnv => 1.0 / 65535.0,
+        ChecksumAlgorithm::Crc32c => 1.0 / 4_294_967_296.0,
+        ChecksumAlgorithm::Off => 1.0,
+    };
+    Ok(CrashTestReport {
+        options: opts.clone(),
+        expected_checksum_miss_rate,
+        modes,
+    })
+}
+
+/// The engine's settings for a laboratory database: small buffer pool (so
+/// pages are evicted, written without fsync, between checkpoints; see
+/// [`CrashTestOptions::pool_pages`]), small
+/// WAL segments, no automatic checkpoint (the workload calls them, so an
+/// iteration replays exactly).
+pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options {
+    let mut o = Options::default();
+    o.creation.torn_page_protection = Some(mode);
+    o.creation.data_checksums = Some(opts.data_checksums);
+    o.creation.page_size = Some(opts.page_size);
+    o.creation.wal_segment_size = Some(1 << 20);
+    o.buffer_pool_size = opts.pool_pages() * opts.page_size as u64;
+    o.checkpoint_timeout = Duration::from_secs(1 << 30);
+    o.max_wal_size = 1 << 40;
+    o
+}
+
+/// A mode's loaded database, closed cleanly, and what it holds.
+pub struct Base {
+    pub image: SimImage,
+    pub oracle: Oracle,
+    pub next_tag: u64,
+    pub options: Options,
+}
+
+/// True if the engine refused the mode itself (not built in this build).
+fn refused_mode(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::InvalidSetting {
+            name: "torn_page_protection",
+            ..
+        }
+    )
+}
+
+impl Base {
+    pub fn create(opts: &CrashTestOptions, mode: TornPageProtection) -> Result<Base> {
+        let stats = Arc::new(IoStats::default());
+        let sim = SimFileSystem::new(stats.clone());
+        sim.set_trace_enabled(false);
+        let options = db_options(opts, mode);
+        let db = Database::create_with(Arc::new(sim.clone()), stats, db_dir(), options.clone())?;
+        let mut rng = SplitMix64::new(opts.seed ^ 0xBA5E ^ mode.code() as u64);
+        let tags = AtomicU64::new(1);
+        let oracle = workload::load(&db, opts.threads, &mut rng, &tags)?;
+        db.close()?;
+        Ok(Base {
+            image: sim.snapshot_durable(),
+            oracle,
+            next_tag: tags.load(SeqCst),
+            options,
+        })
+    }
+}
+
+fn run_mode(
+    opts: &CrashTestOptions,
+    mode: TornPageProtection,
+    progress: &mut impl FnMut(&Progress),
+) -> Result<ModeReport> {
+    let start = Instant::now();
+    let mut report = ModeReport {
+        mode: mode.to_string(),
+        ..ModeReport::default()
+    };
+    let base = match Base::create(opts, mode) {
+        Ok(b) => b,
+        Err(e) if refused_mode(&e) => {
+            report.note = Some(format!("not built: {e}"));
+            return Ok(report);
+        }
+        Err(e) => return Err(e),
+    };
+    for i in opts.first_iteration..opts.first_iteration.saturating_add(opts.iterations) {
+        let seed = iteration_seed(opts.seed, mode, i);
+        let mut it = Iteration::new(opts, mode, &base, seed);
+        // An engine panic fails the iteration, not the whole run.
+        let run = std::panic::AssertUnwindSafe(|| it.run());
+        let outcome = std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+            Err(format!("panicked: {}", msg.unwrap_or_default()))
+        });
+        report.iterations += 1;
+        super::report::merge(&mut report, &it.c);
+        if let Err(what) = outcome {
+            report.failed_iterations += 1;
+            if report.failures.len() < opts.max_failures_kept {
+                let trace = it.save_trace(opts, mode, i);
+                report.failures.push(Failure {
+                    iteration: i,
+                    iteration_seed: seed,
+                    what,
+                    events: std::mem::take(&mut it.events),
+                    replay: opts.replay_command(mode, i),
+                    trace,
+                });
+            }
+        }
+        progress(&Progress {
+            mode: &report.mode,
+            done: report.iterations,
+            total: opts.iterations,
+            failed: report.failed_iterations,
+        });
+    }
+    report.elapsed_s = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Damage the engine may only detect, not repair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Damage {
+    /// A torn page, with no torn-page protection.
+    Torn,
+    BitFlip,
+    Misdirect,
+}
+
+/// One iteration in progress.
+pub struct Iteration<'a> {
+    pub opts: &'a CrashTestOptions,
+    pub mode: TornPageProtection,
+    pub base: &'a Base,
+    pub rng: SplitMix64,
+    pub stats: Arc<IoStats>,
+    pub sim: SimFileSystem,
+    pub fs: TripwireFs,
+    pub oracle: Oracle,
+    pub tags: AtomicU64,
+    pub crash_cfg: CrashConfig,
+    /// This iteration's counts (merged into the mode's).
+    pub c: ModeReport,
+    /// Damage was injected that the engine may only detect, not repair
+    /// (torn pages without protection, a bit flip, a misdirected write):
+    /// errors naming a page are then expected, not failures.
+    pub damage: Option<Damage>,
+    /// A write was lost (misdirected): stale rows count as its doing.
+    pub lost_write: bool,
+    /// What happened, step by step (reported with a failure).
+    pub events: Vec<String>,
+    /// Failures found on the way that do not end the iteration at once
+    /// (its check still runs, to show what they cost).
+    pub deferred: Vec<String>,
+}
+
+/// Outcome of an iteration: `Err` describes the failure.
+pub type Outcome = std::result::Result<(), String>;
+
+impl<'a> Iteration<'a> {
+    fn new(
+        opts: &'a CrashTestOptions,
+        mode: TornPageProtection,
+        base: &'a Base,
+        seed: u64,
+    ) -> Self {
+        let mut rng = SplitMix64::new(seed);
+        let stats = Arc::new(IoStats::default());
+        let sim = SimFileSystem::from_image(base.image.clone(), stats.clone());
+        let fs = TripwireFs::new(sim.clone(), db_dir());
+        let lossy = opts.has(Fault::Drop) || opts.has(Fault::Reorder);
+        let keep = if lossy {
+            0.3 + 0.5 * rng.next_f64()
+        } else {
+            1.0
+        };
+        let crash_cfg = CrashConfig {
+            sector_size: opts.sector_size,
+            atomic_page_writes: None,
+            keep_probability: keep,
+            drop_probability: if lossy { 1.0 - keep } else { 0.0 },
+            tear_probability: if opts.has(Fault::Tear) {
+                0.2 + 0.4 * rng.next_f64()
+            } else {
+                0.0
+            },
+            zero_sector_probability: if opts.has(Fault::Zero) { 0.05 } else { 0.0 },
+            eio_sector_probability: 0.0,
+        };
+        Iteration {
+            opts,
+            mode,
+            base,
+            rng,
+            stats,
+            sim,
+            fs,
+            oracle: base.oracle.clone(),
+            tags: AtomicU64::new(base.next_tag),
+            crash_cfg,
+            c: ModeReport::default(),
+            damage: None,
+            lost_write: false,
+            deferred: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    fn save_trace(
+        &self,
+        opts: &CrashTestOptions,
+        mode: TornPageProtection,
+        i: u64,
+    ) -> Option<PathBuf> {
+        let dir = opts.trace_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let path = dir.join(format!(
+            "untorn-crashtest-{mode}-seed{}-iter{i}.json",
+            opts.seed
+        ));
+        self.sim.save_trace(&path).ok().map(|()| path)
+    }
+
+    /// Opens the database on the simulation.
+    pub fn open(&self) -> Result<Database> {
+        let fs: Arc<dyn FileSystem> = Arc::new(self.fs.clone());
+        Database::open_with(fs, self.stats.clone(), db_dir(), self.base.options.clone())
+    }
+
+    fn run(&mut self) -> Outcome {
+        let outcome = self.steps();
+        if self.deferred.is_empty() {
+            return outcome;
+        }
+        let mut all = std::mem::take(&mut self.deferred);
+        all.extend(outcome.err());
+        Err(all.join("; then "))
+    }
+
+    fn steps(&mut self) -> Outcome {
+        let db = self
+            .open()
+            .map_err(|e| format!("opening the clean copy: {e}"))?;
+        let tables = Tables::of(&db).map_err(|e| e.to_string())?;
+        let extra = faults::choose(self);
+        match extra {
+            Some(Extra::Eio) => faults::fsync_eio(self, db, &tables)?,
+            Some(Extra::Enospc) => faults::disk_full(self, db, &tables)?,
+            _ => self.power_cut(db, &tables)?,
+        }
+        let Some(db) = self.recover()? else {
+            return Ok(());
+        };
+        if !self.check(&db)? {
+            return Ok(());
+        }
+        match extra {
+            Some(Extra::Bitflip) => faults::bit_flip(self, db),
+            Some(Extra::Misdirect) => faults::misdirect(self, db, &tables),
+            _ => self.close_and_verify(db),
+        }
+    }
+
+    /// The plain iteration: the workload, the power cut somewhere, the crash.
+    fn power_cut(&mut self, db: Database, t: &Tables) -> Outcome {
+        let txns = 10 + self.rng.below(50);
+        let plan = self.rng.below(100);
+        if plan < 50 {
+            let cut = self.rng.below(3 * txns + 10);
+            self.event(format!(
+                "workload of {txns} transactions, power cut after {cut} calls"
+            ));
+            self.sim.update_faults(|f| f.power_cut_after = Some(cut));
+            self.phase(&db, t, txns, 0.05)?;
+        } else {
+            self.event(format!("workload of {txns} transactions"));
+            self.phase(&db, t, txns, 0.03)?;
+            if plan < 70 {
+                let cut = self.rng.below(40);
+                self.event(format!("checkpoint, power cut after {cut} calls"));
+                self.sim.update_faults(|f| f.power_cut_after = Some(cut));
+                let res = db.checkpoint();
+                self.event(format!("checkpoint: {res:?}"));
+                self.c.crashes_in_checkpoint += self.power_is_cut() as u64;
+            } else if plan < 85 {
+                let (skip, then) = (self.rng.below(6), self.rng.below(2));
+                self.event(format!("checkpoint, power cut at step {skip} (+{then}) of the control file's replacement"));
+                self.fs.arm(skip, then);
+                let res = db.checkpoint();
+                self.event(format!("checkpoint: {res:?}"));
+                let fired = self.fs.disarm();
+                self.c.crashes_in_control_file += (fired && self.power_is_cut()) as u64;
+            }
+        }
+        self.crash(Some(db));
+        Ok(())
+    }
+
+    /// Notes a step of the iteration.
+    pub fn event(&mut self, what: String) {
+        if self.events.len() < 40 {
+            self.events.push(what);
+        }
+    }
+
+    pub fn power_is_cut(&self) -> bool {
+        self.sim.faults().power_cut_after == Some(0)
+    }
+
+    /// Runs the workload; an error with the power on, or a wrong read, fails.
+    pub fn phase(&mut self, db: &Database, t: &Tables, txns: u64, ckpt: f64) -> Outcome {
+        let end = workload::run_phase(
+            db,
+            t,
+            &mut self.oracle,
+            &mut self.rng,
+            &self.tags,
+            txns,
+            ckpt,
+        );
+        self.c.commits_acknowledged += end.commits;
+        self.event(format!(
+            "{} commits, {} checkpoints, stops: {:?}",
+            end.commits, end.checkpoints, end.stops
+        ));
+        for (part, stop) in end.stops {
+            match stop {
+                Stop::Wrong(w) => return Err(format!("part {part}: a live read was wrong: {w}")),
+                Stop::Error {
+                    error, in_flight, ..
+                } => {
+                    self.c.commits_in_flight += in_flight as u64;
+                    if !self.power_is_cut() {
+                        return Err(format!("part {part}: error with the power on: {error}"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An error naming a page where damage was allowed: data lost,
+    /// detected. Anything else fails.
+    pub fn detected(&mut self, what: String) -> Outcome {
+        if self.damage.is_some() && what.contains("block") {
+            self.c.torn_pages_detected += (self.damage == Some(Damage::Torn)) as u64;
+            self.example(what);
+            Ok(())
+        } else {
+            Err(what)
+        }
+    }
+
+    pub(crate) fn example(&mut self, what: String) {
+        if self.c.examples_of_detected_loss.len() < 3 {
+            self.c.examples_of_detected_loss.push(what);
+        }
+    }
+
+    /// The oracle's check. `Ok(false)`: reads refused, naming damage that
+    /// was allowed (the iteration ends there).
+    pub fn check(&mut self, db: &Database) -> std::result::Result<bool, String> {
+        let obs = match observe(db, &self.oracle) {
+            Ok(obs) => obs,
+            Err(e) => return self.detected(format!("reading back: {e}")).map(|()| false),
+        };
+        let v = self.oracle.check(&obs);
+        self.c.in_flight_survived += v.in_flight_kept;
+        self.c.rows_lost_detected += v.unreadable;
+        let lost = v.lost_commits.len() as u64;
+        if self.lost_write {
+            self.c.faults.commits_lost_to_lost_writes += lost;
+            self.c.faults.rows_wrong_after_lost_write += v.silent.len() as u64;
+        } else {
+            self.c.lost_commits += lost;
+            self.c.silent_corruptions += v.silent.len() as u64;
+            if !v.ok() {
+                return Err(format!(
+                    "the oracle found {lost} lost commits and {} silently wrong rows: {}",
+                    v.silent.len(),
+                    v.details.join("; ")
+                ));
+            }
+        }
+        if !obs.complete() {
+            let what = format!(
+                "{} rows unreadable: {}",
+                v.unreadable,
+                obs.errors.join("; ")
+            );
+            if self.damage.is_none() {
+                return Err(what);
+            }
+            self.example(what);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Closes cleanly and checks every page.
+    pub fn close_and_verify(&mut self, db: Database) -> Outcome {
+        db.close().map_err(|e| format!("closing: {e}"))?;
+        let report = crate::verify::verify_database(&self.sim, db_dir())
+            .map_err(|e| format!("verify: {e}"))?;
+        if !report.ok() {
+            if self.damage.is_some() {
+                return Ok(());
+            }
+            let fails: Vec<String> = report
+                .failures
+                .iter()
+                .take(4)
+                .map(|f| f.to_string())
+                .collect();
+            return Err(format!("verify after recovery: {}", fails.join("; ")));
+        }
+        Ok(())
+    }
+}
