@@ -1,6 +1,7 @@
 //! `untorn`: the command-line front of the engine and its laboratories.
 
 mod bench;
+mod crashtest;
 mod inspect;
 mod verify;
 mod waldump;
@@ -75,6 +76,9 @@ enum Command {
     /// The main job: commit throughput of the embedded engine in a temporary
     /// directory, per WAL block size and client count (group commit).
     Bench(Box<bench::BenchArgs>),
+    /// The crash laboratory: simulated power loss with torn, dropped and
+    /// reordered writes, checked by an oracle, per protection mode.
+    Crashtest(crashtest::CrashTestArgs),
 }
 
 /// Settings fixed when a database is created.
@@ -161,6 +165,7 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
             bench::checksums(page_size as usize, seconds)
         }
         Command::Bench(args) => bench::run(&args),
+        Command::Crashtest(args) => crashtest::run(&args),
     }
 }
 
