@@ -53,7 +53,9 @@ impl DataFiles {
     /// fsyncs every data file this process opened, then the directory
     /// (new segment files).
     pub fn sync_all(&self, who: Issuer) -> Result<()> {
-        let files: Vec<_> = self.files.read().values().cloned().collect();
+        // In file-id order, so a replayed crash sees the same fsync order.
+        let mut files: Vec<_> = self.files.read().values().cloned().collect();
+        files.sort_by_key(|f| f.file_id());
         for f in files {
             f.sync(who)?;
         }

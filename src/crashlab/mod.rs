@@ -289,13 +289,17 @@ impl CrashTestOptions {
         };
         let mut cmd = format!(
             "untorn crashtest --protection {mode} --iterations 1 --seed {} --first-iteration {iteration} \
-             --sector-size {} --faults {faults} --data-checksums {} --page-size {}",
-            self.seed, self.sector_size, self.data_checksums, self.page_size
+             --sector-size {} --faults {faults} --data-checksums {}",
+            self.seed, self.sector_size, self.data_checksums
         );
+        // Options left at their defaults are left out.
+        let d = CrashTestOptions::default();
+        if self.page_size != d.page_size {
+            cmd.push_str(&format!(" --page-size {}", self.page_size));
+        }
         if self.threads != 1 {
             cmd.push_str(&format!(" --threads {}", self.threads));
         }
-        let d = CrashTestOptions::default();
         if self.eio_targets != d.eio_targets && self.has(Fault::Eio) {
             let kinds: Vec<&str> = self.eio_targets.iter().map(|k| k.name()).collect();
             cmd.push_str(&format!(" --eio-files {}", kinds.join(",")));

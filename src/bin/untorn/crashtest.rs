@@ -58,7 +58,7 @@ pub fn run(a: &CrashTestArgs) -> untorn::Result<ExitCode> {
             .map_err(|e| untorn::Error::Invalid(e.to_string()))?;
         std::fs::write(path, text).map_err(|e| untorn::Error::io(path, "write", e))?;
     }
-    let failed = report.modes.iter().any(|m| !m.failures.is_empty());
+    let failed = report.modes.iter().any(|m| m.failed_iterations > 0);
     Ok(if failed {
         ExitCode::from(1)
     } else {
