@@ -132,15 +132,19 @@ pub struct Database {
 impl Inner {
     pub(crate) fn check_usable(&self) -> Result<()> {
         match &*self.poisoned.lock() {
-            Some(why) => Err(Error::Invalid(format!(
-                "the database is stopped after a failure ({why}); reopen it to recover from the WAL"
-            ))),
-            None if self.pool.is_poisoned() => Err(Error::Invalid(
-                "the database is stopped after a failed change; reopen it to recover from the WAL"
-                    .into(),
-            )),
+            Some(why) => Err(Error::Stopped(why.clone())),
+            None if self.pool.is_poisoned() => Err(Error::Stopped("a failed change".into())),
             None => Ok(()),
         }
+    }
+
+    /// Reads stop with writes after a failure: the pages may hold changes
+    /// of a commit whose record never became durable. One atomic load.
+    pub(crate) fn check_readable(&self) -> Result<()> {
+        if self.pool.is_poisoned() {
+            return self.check_usable();
+        }
+        Ok(())
     }
 
     /// True if the table of `file_id` was dropped in this opening.
@@ -292,6 +296,7 @@ impl Database {
         let settings = control.settings.clone();
         let wal_dir = dir.join(WAL_DIR);
         let scan = recovery::scan(&fs, &wal_dir, &wal_config(&control), control.redo_lsn)?;
+        recovery::check_reached_checkpoint(&scan, &wal_dir, &control)?;
         // A new epoch, durable before any new WAL is written, so the reader
         // never mistakes stale pages of this run's predecessor for new ones.
         control.wal_epoch += 1;

@@ -37,6 +37,11 @@ pub enum Error {
     #[error("fatal: the file layer is stopped after an earlier fsync failure on {path}")]
     Poisoned { path: PathBuf },
 
+    /// An earlier failure stopped the database (a failed fsync, a failed
+    /// change): nothing more is read or written in this process.
+    #[error("the database is stopped after a failure ({0}); reopen it to recover from the WAL")]
+    Stopped(String),
+
     /// Bytes on disk are not what they must be.
     #[error("corruption in {path} at {location}: {detail}")]
     Corruption {
@@ -44,6 +49,16 @@ pub enum Error {
         /// Where in the file: "block 17", "offset 8192", "LSN 0/1A2B".
         location: String,
         detail: String,
+    },
+
+    /// A page could not be read (EIO: a bad sector, or a sector a write
+    /// was cut off in at a power loss).
+    #[error("cannot read {path} block {block}: {source} (an unreadable sector)")]
+    UnreadablePage {
+        path: PathBuf,
+        block: u64,
+        #[source]
+        source: std::io::Error,
     },
 
     /// A page failed its checksum.
@@ -126,7 +141,10 @@ impl Error {
 
     /// True for errors after which the process must stop and recover.
     pub fn is_fatal(&self) -> bool {
-        matches!(self, Error::FsyncFailed { .. } | Error::Poisoned { .. })
+        matches!(
+            self,
+            Error::FsyncFailed { .. } | Error::Poisoned { .. } | Error::Stopped(_)
+        )
     }
 
     /// True when retrying the transaction may succeed.

@@ -19,6 +19,7 @@ use crate::btree::node;
 use crate::btree::ops::{apply_op, decode_ops};
 use crate::buffer::{BufferPool, PageId};
 use crate::checkpoint::CheckpointInfo;
+use crate::control::ControlFile;
 use crate::error::{Error, Result};
 use crate::file::{FileSystem, Issuer};
 use crate::page::page_lsn;
@@ -54,6 +55,9 @@ pub struct RecoveryReport {
     pub changes_skipped_by_lsn: u64,
     /// Pages that failed their checks and were restored from an image.
     pub damaged_pages_repaired: Vec<String>,
+    /// Torn pages restored from the double-write area before redo (0 until
+    /// the double_writes mode exists).
+    pub pages_repaired_from_double_writes: u64,
     /// Pages that failed their checks and that no record restored: they
     /// stay damaged on disk and fail when read.
     pub damaged_pages_left: Vec<String>,
@@ -101,6 +105,30 @@ pub fn scan(fs: &Arc<dyn FileSystem>, dir: &Path, cfg: &WalConfig, start: Lsn) -
         max_file_id,
         dropped_files: dropped,
     })
+}
+
+/// Refuses a WAL whose valid part ends before the end of the checkpoint
+/// record the control file names: WAL that was durable (the control file
+/// was written after it) is damaged, and continuing would write new WAL over
+/// it and lose every commit after the damage. PostgreSQL stops there too
+/// ("could not locate a valid checkpoint record").
+pub fn check_reached_checkpoint(
+    scan: &WalScan,
+    wal_dir: &Path,
+    control: &ControlFile,
+) -> Result<()> {
+    let checkpoint = control.checkpoint_lsn;
+    if checkpoint == Lsn::INVALID || scan.end > checkpoint {
+        return Ok(());
+    }
+    Err(Error::corruption(
+        wal_dir,
+        format!("LSN {}", scan.end),
+        format!(
+            "valid WAL ends at {} ({}), before the end of the checkpoint record at {checkpoint} that the control file names: WAL that was durable is damaged, and the commits after the damage cannot be recovered",
+            scan.end, scan.end_reason
+        ),
+    ))
 }
 
 /// The second pass: replays every record from `start` into the pool
@@ -212,7 +240,7 @@ fn replay_blocks(
                      the rows on it since the last checkpoint are lost (a torn or lost write; \
                      torn_page_protection full_pages or double_writes would have repaired it)",
                     rec.lsn,
-                    if damaged { "damaged (it failed its checksum or structure check)" } else { "missing (all zeros)" }
+                    if damaged { "damaged (it failed its checksum or structure check, or could not be read)" } else { "missing (all zeros)" }
                 ),
             ));
         }

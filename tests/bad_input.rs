@@ -113,3 +113,32 @@ fn create_and_drop_table_survive_restarts_and_crashes() {
     assert_eq!(db.tables().len(), 2);
     db.close().unwrap();
 }
+
+#[test]
+fn damaged_wal_before_the_checkpoint_record_is_refused_not_written_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Database::create(&path, Options::default()).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut tx = db.begin();
+    tx.insert(&t, &key_u64(1), b"one").unwrap();
+    tx.commit().unwrap();
+    db.close().unwrap();
+    // The sectors holding the last checkpoint record read back as zeros.
+    let wal = path.join("wal");
+    for entry in std::fs::read_dir(&wal).unwrap() {
+        let p = entry.unwrap().path();
+        let len = std::fs::metadata(&p).unwrap().len();
+        std::fs::write(&p, vec![0u8; len as usize]).unwrap();
+    }
+    let before = std::fs::read(path.join("untorn.control")).unwrap();
+    for _ in 0..2 {
+        let e = msg(Database::open(&path, Options::default()));
+        assert!(
+            e.contains("before the end of the checkpoint record") && e.contains("wal"),
+            "{e}"
+        );
+    }
+    // Refused before anything was written: the control file is as it was.
+    assert_eq!(std::fs::read(path.join("untorn.control")).unwrap(), before);
+}

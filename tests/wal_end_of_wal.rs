@@ -51,8 +51,12 @@ impl Db {
     /// The largest record end at or before `lsn`: where the WAL ends when
     /// the page at `lsn` is bad and everything before it is good.
     fn end_before(&self, lsn: u64) -> Lsn {
-        self.recs
-            .iter()
+        Db::end_of(&self.recs, lsn)
+    }
+
+    /// The largest end among `recs` at or before `lsn`.
+    fn end_of(recs: &[(Lsn, Lsn)], lsn: u64) -> Lsn {
+        recs.iter()
             .map(|r| r.1)
             .filter(|e| e.0 <= lsn)
             .max()
@@ -495,4 +499,49 @@ fn reasons_say_it_in_words() {
     assert!(text[1].contains("incorrect record CRC"));
     assert_eq!(text[2], "unexpected page address 0/0 in WAL page 0/2000");
     assert_eq!(text[3], "WAL segment 0000000000000003 does not exist");
+}
+
+/// A sector that fails reads (EIO, as one being written at a power loss
+/// may) ends the WAL at the last record before it, not at the start of its
+/// page: the records before it on the page may be acknowledged commits.
+#[test]
+fn an_unreadable_sector_ends_the_wal_at_the_last_record_before_it() {
+    use untorn::file::sim::SimFileSystem;
+    let sim = SimFileSystem::new(Arc::new(untorn::stats::IoStats::default()));
+    let dir = Path::new("/sim/wal");
+    sim.create_dir_all(dir).unwrap();
+    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
+    let wal = Wal::create(fs.clone(), dir, cfg(1)).unwrap();
+    let recs = insert_all(&wal, &[24; 40], 0);
+    drop(wal);
+    // Sector 3 (bytes 1536..2048) lies on the second 1 KB page.
+    let bad = 3 * 512;
+    sim.update_faults(|f| {
+        f.read_eio_on.insert((segment_path(dir, 0), 3));
+    });
+    let mut r = WalReader::new(fs.clone(), dir, &cfg(0), Lsn(0)).unwrap();
+    let got = r.read_to_end().unwrap();
+    let (end, why) = r.end().unwrap();
+    let before: Vec<_> = recs.iter().filter(|r| r.1 .0 <= bad).collect();
+    assert!(
+        before.iter().any(|r| r.0 .0 >= BS),
+        "records on the page before the sector"
+    );
+    assert_eq!(got.len(), before.len(), "ended because: {why}");
+    assert_eq!(end, before.last().unwrap().1);
+    assert!(
+        matches!(why, EndOfWal::Unreadable { page, .. } if page == Lsn(BS)),
+        "{why}"
+    );
+    // The header's sector unreadable: the WAL ends at the page's start.
+    sim.update_faults(|f| {
+        f.read_eio_on.clear();
+        f.read_eio_on.insert((segment_path(dir, 0), 2));
+    });
+    let mut r = WalReader::new(fs, dir, &cfg(0), Lsn(0)).unwrap();
+    let got = r.read_to_end().unwrap();
+    let (end, why) = r.end().unwrap();
+    assert_eq!(end, Db::end_of(&recs, BS), "{why}");
+    assert_eq!(got.len(), recs.iter().filter(|r| r.1 .0 <= BS).count());
+    assert!(matches!(why, EndOfWal::Unreadable { .. }), "{why}");
 }

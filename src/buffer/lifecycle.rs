@@ -10,7 +10,7 @@ use super::frame::{EMPTY, FREE, LOADING, MAX_USAGE, NO_PAGE, VALID};
 use super::{BufferPool, ClaimedFrame, PageId, Pinned};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
-use crate::page::{verify_page, PageError, PageState};
+use crate::page::{page_lsn, verify_page, PageError, PageState};
 use std::sync::atomic::Ordering::*;
 
 impl BufferPool {
@@ -136,8 +136,17 @@ impl BufferPool {
     fn load(&self, id: PageId, buf: &mut [u8], who: Issuer) -> Result<()> {
         let file = self.files.get(id.file_id)?;
         self.stats.reads.fetch_add(1, Relaxed);
-        let existed = file.try_read_page(id.block as u64, buf, who)?;
         let recovery = self.recovery.load(Acquire);
+        let existed = match file.try_read_page(id.block as u64, buf, who) {
+            // As a page that fails its checks: redo may rewrite it whole
+            // from an image (a rewrite replaces a bad sector).
+            Err(Error::UnreadablePage { .. }) if recovery => {
+                buf.fill(0);
+                self.damaged.lock().push(id);
+                return Ok(());
+            }
+            res => res?,
+        };
         let path = || file.path_of_block(id.block as u64);
         let at = || format!("block {}", id.block);
         if !existed && !recovery {
@@ -162,6 +171,20 @@ impl BufferPool {
                 at(),
                 "all-zero page inside the file (a lost write?)",
             )),
+            Ok(PageState::Valid) if page_lsn(buf) > self.wal.flushed_lsn() => {
+                // The flush rule wrote the page only after the WAL up to its
+                // LSN was durable: that WAL is gone (damaged or lost), and
+                // the page holds changes no log can account for.
+                Err(Error::corruption(
+                    path(),
+                    at(),
+                    format!(
+                        "the page's LSN {} is beyond the end of the WAL {}: the WAL that logged its changes is damaged or lost",
+                        page_lsn(buf),
+                        self.wal.flushed_lsn()
+                    ),
+                ))
+            }
             Ok(_) => Ok(()),
             Err(_) if recovery => {
                 // Redo may restore it from a full image; if a change needs

@@ -99,6 +99,10 @@ struct PageCopy {
 }
 
 impl BufferPool {
+    fn stopped(&self) -> crate::Error {
+        crate::Error::Stopped("a failed commit or WAL fsync".into())
+    }
+
     /// Writes the given frames (which the caller has pinned) if dirty: copy
     /// each under the shared latch, flush the WAL past every copy's commit
     /// LSN, stamp checksums, write in file/block order (runs of consecutive
@@ -106,10 +110,7 @@ impl BufferPool {
     /// meanwhile. Returns the number of pages written.
     pub fn write_frames(&self, idxs: &[usize], who: Issuer) -> Result<usize> {
         if self.is_poisoned() {
-            return Err(crate::Error::Invalid(
-                "the database is stopped after a failed commit; reopen it to recover from the WAL"
-                    .into(),
-            ));
+            return Err(self.stopped());
         }
         // One writer per frame at a time, taken in frame order so two
         // batches cannot wait for each other.
@@ -155,10 +156,7 @@ impl BufferPool {
         // Checked again after copying: a failing commit poisons the pool
         // before it lets go of its latches, so a copy taken after that sees it.
         if self.is_poisoned() {
-            return Err(crate::Error::Invalid(
-                "the database is stopped after a failed commit; reopen it to recover from the WAL"
-                    .into(),
-            ));
+            return Err(self.stopped());
         }
         let need = copies
             .iter()
@@ -166,7 +164,13 @@ impl BufferPool {
             .max()
             .unwrap_or_default();
         if need > self.wal.flushed_lsn() {
-            self.wal.flush(need, who)?;
+            // A failed WAL fsync stops the pool: pages in memory may hold
+            // changes whose log never became durable.
+            self.wal.flush(need, who).inspect_err(|e| {
+                if e.is_fatal() {
+                    self.poison();
+                }
+            })?;
         }
         assert!(
             self.wal.flushed_lsn() >= need,

@@ -106,7 +106,19 @@ fn corrupt_page_on_disk_is_an_error_naming_file_and_block() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[2 * 4096 + 500] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
-    let (pool2, _) = self::pool(dir.path(), 16);
+    // A page whose LSN the WAL does not reach: the WAL that logged it is lost.
+    let (lost_wal, _) = self::pool(dir.path(), 16);
+    let e = lost_wal
+        .pin(PageId::new(9, 1), Issuer::Client)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("block 1") && e.contains("beyond the end of the WAL"),
+        "{e}"
+    );
+    let (pool2, wal2) = self::pool(dir.path(), 16);
+    wal2.flushed.store(10, SeqCst);
     let e = pool2
         .pin(PageId::new(9, 2), Issuer::Client)
         .err()

@@ -8,14 +8,14 @@
 //! torn page is then checked as a read would check it: the share caught is
 //! the checksum's detection rate.
 
-use super::run::{data_dir, Damage, Iteration};
+use super::run::{data_dir, Damage, Iteration, DB_DIR};
 use crate::db::Database;
 use crate::file::segmented::parse_segment_name;
 use crate::file::FileSystem;
 use crate::page::verify_page;
 use crate::settings::TornPageProtection;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 impl Iteration<'_> {
     /// Loses power now (the database, if given, is dropped after).
@@ -35,13 +35,27 @@ impl Iteration<'_> {
             report.seed, report.writes_kept, report.writes_dropped, report.writes_torn, report.torn_writes, report.sectors_zeroed, report.dir_ops_lost
         ));
         let data = data_dir();
+        self.c.faults.sectors_zeroed += report.sectors_zeroed;
+        self.c.faults.sectors_unreadable += report.sectors_eio;
+        let wal = Path::new(DB_DIR).join(crate::database::WAL_DIR);
+        let mut unreadable_pages = BTreeSet::new();
+        let ps = self.opts.page_size as u64;
+        for u in &report.damaged_units {
+            if u.path.starts_with(&wal) && u.rewritten_data_lost {
+                self.c.faults.wal_sectors_with_durable_data_lost += 1;
+                self.wal_damaged = true;
+                self.event(format!("WAL bytes durable before lost: {u:?}"));
+            }
+            if u.path.starts_with(&data) && u.unreadable {
+                unreadable_pages.insert((u.path.clone(), u.offset / ps));
+            }
+        }
         let torn: Vec<_> = report
             .torn_writes
             .iter()
             .filter(|t| t.path.starts_with(&data))
             .collect();
         self.c.torn_data_writes += torn.len() as u64;
-        let ps = self.opts.page_size as u64;
         let mut pages = BTreeSet::new();
         for t in torn {
             for p in t.offset / ps..=(t.offset + t.len - 1) / ps {
@@ -70,7 +84,9 @@ impl Iteration<'_> {
                     versions.push(bytes[lo - start..hi - start].to_vec());
                 }
             }
-            if versions.contains(&now) {
+            // A page with an unreadable sector is damaged whatever its bytes.
+            let unreadable = unreadable_pages.contains(&(path.clone(), p));
+            if versions.contains(&now) && !unreadable {
                 continue;
             }
             self.c.torn_pages_injected += 1;
@@ -80,7 +96,8 @@ impl Iteration<'_> {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if let Some((file_id, segment)) = parse_segment_name(name) {
                 let block = (segment * per_segment + p) as u32;
-                let caught = verify_page(&now, settings.data_checksums, file_id, block).is_err();
+                let caught = unreadable
+                    || verify_page(&now, settings.data_checksums, file_id, block).is_err();
                 self.c.torn_pages_caught_by_checksum += caught as u64;
             }
         }
@@ -137,6 +154,7 @@ impl Iteration<'_> {
         ));
         self.c.pages_restored_from_images += r.pages_restored_from_images;
         self.c.pages_repaired_from_wal += r.damaged_pages_repaired.len() as u64;
+        self.c.pages_repaired_from_double_writes += r.pages_repaired_from_double_writes;
         if !r.damaged_pages_left.is_empty() {
             let left = r.damaged_pages_left.join(", ");
             if self.damage != Some(Damage::Torn) {

@@ -71,11 +71,14 @@ pub enum Fault {
     /// With `tear`: a sector a torn write left old reads back as zeros
     /// (odds 1 in 20), whatever it held before, acknowledged WAL included.
     Zero,
+    /// With `tear`: a sector a torn write left old fails reads with EIO
+    /// (odds 1 in 20) until it is written again.
+    Unreadable,
 }
 
 impl Fault {
     /// Every fault, in documentation order.
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::Drop,
         Fault::Reorder,
         Fault::Tear,
@@ -84,6 +87,7 @@ impl Fault {
         Fault::Bitflip,
         Fault::Misdirect,
         Fault::Zero,
+        Fault::Unreadable,
     ];
     /// The faults of a plain `untorn crashtest`.
     pub const DEFAULT: [Fault; 3] = [Fault::Drop, Fault::Reorder, Fault::Tear];
@@ -98,6 +102,7 @@ impl Fault {
             Fault::Bitflip => "bitflip",
             Fault::Misdirect => "misdirect",
             Fault::Zero => "zero",
+            Fault::Unreadable => "unreadable",
         }
     }
 }
@@ -328,7 +333,7 @@ mod tests {
 
     #[test]
     fn fault_lists_parse_and_unknown_names_are_named() {
-        let all = "drop,reorder,tear,eio,enospc,bitflip,misdirect,zero";
+        let all = "drop,reorder,tear,eio,enospc,bitflip,misdirect,zero,unreadable";
         assert_eq!(parse_faults(all).unwrap(), Fault::ALL.to_vec());
         assert_eq!(
             parse_faults(" tear , drop,tear").unwrap(),

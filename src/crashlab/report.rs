@@ -54,6 +54,18 @@ pub struct FaultCounts {
     /// and rows read wrong after it: what a lost write costs.
     pub commits_lost_to_lost_writes: u64,
     pub rows_wrong_after_lost_write: u64,
+    /// Sectors (tearing units) that read back as zeros or failed reads
+    /// after a crash; of those in the WAL, how many lost bytes that were
+    /// durable before (the torn write was rewriting them unchanged).
+    pub sectors_zeroed: u64,
+    pub sectors_unreadable: u64,
+    pub wal_sectors_with_durable_data_lost: u64,
+    /// After such WAL damage: openings refused naming the WAL, commits
+    /// lost, rows wrong (what the damage cost; no engine that rewrites its
+    /// WAL's last block in place can keep them).
+    pub damaged_wal_refused: u64,
+    pub commits_lost_to_damaged_wal: u64,
+    pub rows_wrong_after_damaged_wal: u64,
 }
 
 /// Everything one protection mode went through.
@@ -158,7 +170,7 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
     }
     m.silent_corruptions += it.silent_corruptions;
     let (f, g) = (&mut m.faults, &it.faults);
-    let pairs: [(&mut u64, u64); 14] = [
+    let pairs: [(&mut u64, u64); 20] = [
         (&mut f.fsync_failures, g.fsync_failures),
         (&mut f.engine_stopped, g.engine_stopped),
         (&mut f.disk_full, g.disk_full),
@@ -178,6 +190,21 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
         (
             &mut f.rows_wrong_after_lost_write,
             g.rows_wrong_after_lost_write,
+        ),
+        (&mut f.sectors_zeroed, g.sectors_zeroed),
+        (&mut f.sectors_unreadable, g.sectors_unreadable),
+        (
+            &mut f.wal_sectors_with_durable_data_lost,
+            g.wal_sectors_with_durable_data_lost,
+        ),
+        (&mut f.damaged_wal_refused, g.damaged_wal_refused),
+        (
+            &mut f.commits_lost_to_damaged_wal,
+            g.commits_lost_to_damaged_wal,
+        ),
+        (
+            &mut f.rows_wrong_after_damaged_wal,
+            g.rows_wrong_after_damaged_wal,
         ),
     ];
     for (a, b) in pairs {
@@ -343,6 +370,18 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
             "  misdirected writes: {} injected, {} caught by verify at the wrong block, {} overwritten before seen; \
              {} commits lost to the stale intended block (a lost write)\n",
             f.misdirected_writes, f.misdirected_detected, f.misdirected_overwritten, f.commits_lost_to_lost_writes
+        ));
+    }
+    if f.sectors_zeroed + f.sectors_unreadable > 0 {
+        s.push_str(&format!(
+            "  damaged sectors: {} read back as zeros, {} unreadable; {} in the WAL lost bytes durable before; \
+             after those: {} openings refused naming the WAL, {} commits lost, {} rows wrong\n",
+            f.sectors_zeroed,
+            f.sectors_unreadable,
+            f.wal_sectors_with_durable_data_lost,
+            f.damaged_wal_refused,
+            f.commits_lost_to_damaged_wal,
+            f.rows_wrong_after_damaged_wal
         ));
     }
     for fail in &m.failures {

@@ -123,7 +123,14 @@ impl SegmentedFile {
             buf.fill(0);
             return Ok(false);
         };
-        let n = file.read_at(buf, off, who)?;
+        let n = file.read_at(buf, off, who).map_err(|e| match e {
+            Error::Io { path, source, .. } => Error::UnreadablePage {
+                path,
+                block,
+                source,
+            },
+            other => other,
+        })?;
         if n == 0 {
             buf.fill(0);
             return Ok(false);

@@ -40,7 +40,7 @@ use std::sync::Arc;
 #[path = "sim_crash.rs"]
 mod crash;
 use crash::trace_op;
-pub use crash::{CrashConfig, CrashReport, FaultConfig, SimImage, SplitMix64};
+pub use crash::{CrashConfig, CrashReport, DamagedUnit, FaultConfig, SimImage, SplitMix64};
 pub use crash::{TornWrite, TraceKind, TraceOp};
 
 #[cfg(test)]

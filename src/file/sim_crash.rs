@@ -411,6 +411,24 @@ pub struct CrashReport {
     /// Pending writes of files that did not survive.
     pub writes_of_lost_files: u64,
     pub torn_writes: Vec<TornWrite>,
+    /// Units zeroed or made unreadable, with what they held before.
+    pub damaged_units: Vec<DamagedUnit>,
+}
+
+/// A unit a torn write left old that then read back as zeros or failed
+/// reads: what a sector being written at the power loss may do.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DamagedUnit {
+    pub path: PathBuf,
+    pub offset: u64,
+    pub len: u64,
+    pub zeroed: bool,
+    pub unreadable: bool,
+    /// The unit held data that the torn write was rewriting unchanged: its
+    /// old bytes, up to the last nonzero one, equal the new bytes there
+    /// (as when the WAL's partial last block is rewritten with more
+    /// records). That data, durable before, is what was lost.
+    pub rewritten_data_lost: bool,
 }
 
 /// The crash in progress.
@@ -500,15 +518,32 @@ impl Crasher<'_> {
                 continue;
             }
             self.report.sectors_torn += 1;
-            if self.rng.chance(self.cfg.zero_sector_probability) {
+            let new_bytes = &data[(start - offset) as usize..(stop - offset) as usize];
+            let rewritten_data_lost = bytes
+                .iter()
+                .rposition(|b| *b != 0)
+                .is_some_and(|last| bytes[..=last] == new_bytes[..=last]);
+            let zeroed = self.rng.chance(self.cfg.zero_sector_probability);
+            if zeroed {
                 bytes.fill(0);
                 self.report.sectors_zeroed += 1;
             }
-            if self.rng.chance(self.cfg.eio_sector_probability) {
+            let unreadable = self.rng.chance(self.cfg.eio_sector_probability);
+            if unreadable {
                 for s in start / sector..=(stop - 1) / sector {
                     self.eio.insert((path.to_path_buf(), s));
                 }
                 self.report.sectors_eio += 1;
+            }
+            if zeroed || unreadable {
+                self.report.damaged_units.push(DamagedUnit {
+                    path: path.to_path_buf(),
+                    offset: start,
+                    len: stop - start,
+                    zeroed,
+                    unreadable,
+                    rewritten_data_lost,
+                });
             }
         }
         self.report.writes_torn += 1;

@@ -62,7 +62,14 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
         ))
     })?;
     if wait && db.options.synchronous_commit {
-        db.wal.flush(end, Issuer::Client)?;
+        // A failed fsync stops the database: this commit's changes are in
+        // the pages, but its record may not be durable, so nothing may read
+        // them (PostgreSQL PANICs here).
+        db.wal.flush(end, Issuer::Client).inspect_err(|e| {
+            if e.is_fatal() {
+                db.poison(e);
+            }
+        })?;
     }
     // Leaves this commit emptied go back to their trees' free lists, each
     // as its own structure change. Best effort: a leaf left in place is

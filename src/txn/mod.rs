@@ -102,6 +102,7 @@ impl<'db> Transaction<'db> {
     /// The row under `key`: this transaction's own write, else the newest
     /// committed one.
     pub fn get(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db.check_readable()?;
         if let Some(change) = self.writes.get(&(table.file_id, key.to_vec())) {
             return Ok(match change {
                 RowChange::Put(v) => Some(v.clone()),
@@ -189,6 +190,7 @@ impl<'db> Transaction<'db> {
         end: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.db.check_readable()?;
         let in_range = |k: &[u8]| end.is_none_or(|e| k < e);
         let lo = (table.file_id, start.to_vec());
         let hi = match end {

@@ -37,6 +37,8 @@ pub enum EndOfWal {
     MissingSegment { segment: u64 },
     /// The segment file ends before the page.
     ShortSegment { segment: u64, len: u64 },
+    /// A page could not be read (EIO).
+    Unreadable { page: Lsn, error: String },
     /// The segment's long header names another database or other sizes.
     ForeignSegment { segment: u64, detail: String },
 }
@@ -96,6 +98,9 @@ impl fmt::Display for EndOfWal {
                 "WAL segment {} is only {len} bytes long",
                 segment::segment_file_name(*segment)
             ),
+            EndOfWal::Unreadable { page, error } => {
+                write!(f, "WAL page {page} cannot be read: {error}")
+            }
             EndOfWal::ForeignSegment { segment, detail } => write!(
                 f,
                 "WAL segment {} belongs elsewhere: {detail}",

@@ -87,7 +87,13 @@ impl From<EndOfWal> for Stop {
 struct Page {
     start: u64,
     bytes: Vec<u8>,
+    /// The offset in the page of its first unreadable sector (from there
+    /// on, the bytes are zeros), and the error.
+    unreadable: Option<(u64, String)>,
 }
+
+/// The granule an unreadable page is read again in: the smallest sector.
+const SALVAGE_UNIT: usize = 512;
 
 /// Reads records in LSN order from a start position.
 pub struct WalReader {
@@ -186,6 +192,20 @@ impl WalReader {
         match self.read_record() {
             Ok(rec) => Ok(Some(rec)),
             Err(Stop::End(why)) => {
+                // Valid WAL ending on a page with unreadable sectors ends
+                // because of them (the page was being written at a crash).
+                let why = match self.page.as_ref().and_then(|pg| {
+                    let (at, error) = pg.unreadable.as_ref()?;
+                    Some((pg.start, *at, error))
+                }) {
+                    Some((page, at, error)) if !matches!(why, EndOfWal::Unreadable { .. }) => {
+                        EndOfWal::Unreadable {
+                            page: Lsn(page),
+                            error: format!("{error} from byte {at} of the page on ({why} there)"),
+                        }
+                    }
+                    _ => why,
+                };
                 self.end = Some((Lsn(self.pos), why));
                 Ok(None)
             }
@@ -381,7 +401,33 @@ impl WalReader {
             .take()
             .map(|pg| pg.bytes)
             .unwrap_or_else(|| vec![0u8; geo.block as usize]);
-        let n = file.read_at(&mut bytes, geo.segment_offset(p), self.who)?;
+        let mut unreadable = None;
+        let n = match file.read_at(&mut bytes, geo.segment_offset(p), self.who) {
+            // A sector a write was cut off in at a power loss may fail
+            // reads. The WAL ends at the first unreadable sector, not at
+            // the start of its page: the records before it on the page may
+            // be acknowledged commits. (Damage before the last checkpoint
+            // record is caught by the caller, which knows where it lies.)
+            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EIO) => {
+                let (readable, error) = salvage(
+                    file.as_ref(),
+                    &mut bytes,
+                    geo.segment_offset(p),
+                    self.who,
+                    source,
+                )?;
+                if readable < geo.header_len(p) as usize {
+                    return Err(EndOfWal::Unreadable {
+                        page: Lsn(p),
+                        error,
+                    }
+                    .into());
+                }
+                unreadable = Some((readable as u64, error));
+                bytes.len()
+            }
+            res => res?,
+        };
         if n < bytes.len() {
             let len = file.len()?;
             return Err(EndOfWal::ShortSegment {
@@ -396,7 +442,11 @@ impl WalReader {
         if matches!(expect, Expect::Continuation(_)) && self.first_cont_epoch.is_none() {
             self.first_cont_epoch = Some(h.epoch);
         }
-        self.page = Some(Page { start: p, bytes });
+        self.page = Some(Page {
+            start: p,
+            bytes,
+            unreadable,
+        });
         Ok(h)
     }
 
@@ -505,4 +555,32 @@ impl WalReader {
         self.seg = Some((segno, f.clone()));
         Ok(f)
     }
+}
+
+/// Reads a page that failed with EIO again, a sector at a time: the
+/// sectors before the first unreadable one are kept, the rest become
+/// zeros. Returns how many bytes were readable and the error.
+fn salvage(
+    file: &dyn File,
+    page: &mut [u8],
+    offset: u64,
+    who: Issuer,
+    first_error: std::io::Error,
+) -> std::result::Result<(usize, String), Stop> {
+    let mut error = first_error.to_string();
+    let mut readable = 0;
+    while readable < page.len() {
+        let piece = &mut page[readable..readable + SALVAGE_UNIT];
+        match file.read_at(piece, offset + readable as u64, who) {
+            Ok(n) if n == SALVAGE_UNIT => readable += SALVAGE_UNIT,
+            Ok(_) => break,
+            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EIO) => {
+                error = source.to_string();
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    page[readable..].fill(0);
+    Ok((readable, error))
 }

@@ -386,7 +386,9 @@ impl Wal {
     }
 }
 
-/// Reads the block holding `end` (mid-block) and zeroes it past `end`.
+/// Reads the block holding `end` (mid-block) up to `end`; the rest stays
+/// zero. Bytes past `end` are not read: they may lie in a sector a write was
+/// cut off in at the crash, which may fail reads until rewritten.
 fn read_partial_block(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -399,7 +401,7 @@ fn read_partial_block(
     let file = fs.open(&path, FileKind::Wal, OpenOptions::read_only())?;
     let mut block = vec![0u8; geo.block as usize];
     file.read_exact_at(
-        &mut block,
+        &mut block[..geo.page_offset(end) as usize],
         geo.segment_offset(page_start),
         Issuer::WalWriter,
     )?;
@@ -423,6 +425,5 @@ fn read_partial_block(
             cfg.epoch
         )));
     }
-    block[geo.page_offset(end) as usize..].fill(0);
     Ok(block)
 }

@@ -21,12 +21,29 @@ pub struct CrashTestArgs {
     /// Device sector size: 512 or 4096.
     #[arg(long, default_value_t = 512)]
     sector_size: usize,
-    /// Faults: drop, reorder, tear, eio, enospc, bitflip, misdirect.
+    /// Faults: drop, reorder, tear, eio, enospc, bitflip, misdirect, zero,
+    /// unreadable (or none).
     #[arg(long, default_value = "drop,reorder,tear")]
     faults: String,
     /// Page checksums: fnv or crc32c.
     #[arg(long, default_value = "crc32c")]
     data_checksums: String,
+    /// Page size of the tested databases (4096, 8192, 16384 or 32768).
+    #[arg(long, default_value_t = 8192)]
+    page_size: u32,
+    /// Workload threads (1 replays an iteration exactly; more do not).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Files whose fsync the `eio` fault fails: wal, data, control.
+    #[arg(long, default_value = "wal,data,control")]
+    eio_files: String,
+    /// Buffer pool size in pages [default: 16 per workload thread].
+    #[arg(long)]
+    buffer_pool_pages: Option<u64>,
+    /// Where failing iterations save their traces [default: the system's
+    /// temporary directory].
+    #[arg(long)]
+    trace_dir: Option<PathBuf>,
     /// Write the report as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -40,6 +57,11 @@ pub fn run(a: &CrashTestArgs) -> untorn::Result<ExitCode> {
         sector_size: a.sector_size,
         faults: crashlab::parse_faults(&a.faults)?,
         data_checksums: a.data_checksums.parse()?,
+        page_size: a.page_size,
+        threads: a.threads,
+        eio_targets: crashlab::parse_file_kinds(&a.eio_files)?,
+        buffer_pool_pages: a.buffer_pool_pages,
+        trace_dir: a.trace_dir.clone(),
         ..CrashTestOptions::default()
     };
     if let Some(p) = &a.protection {
