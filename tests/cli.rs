@@ -1,11 +1,12 @@
 //! End-to-end tests of the `untorn` command-line tools (init, inspect,
-//! verify, waldump) driving the real binary, with databases filled through
-//! the library where data is needed.
+//! verify, waldump, bench) driving the real binary, with databases filled
+//! through the library where data is needed.
 
+use std::ffi::{OsStr, OsString};
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use untorn::settings::RequestedCreationSettings;
 use untorn::{key_u64, ChecksumAlgorithm, Database, Options, Table};
 
@@ -74,15 +75,53 @@ impl Run {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON: {e}\n{}", self.context()))
     }
+
+    /// The JSON on stdout holds `want` at `pointer` (`/settings/page_size`).
+    fn expect_json(&self, pointer: &str, want: impl Into<serde_json::Value>) -> &Self {
+        let want = want.into();
+        assert_eq!(
+            self.json().pointer(pointer),
+            Some(&want),
+            "{pointer}\n{}",
+            self.context()
+        );
+        self
+    }
+
+    /// The first line of stdout that starts with `prefix`.
+    fn line_starting(&self, prefix: &str) -> &str {
+        self.stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?}\n{}", self.context()))
+    }
+
+    /// How many lines of stdout start with `prefix`.
+    fn lines_starting(&self, prefix: &str) -> usize {
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .count()
+    }
+
+    /// The number after `label` on the line of the verify report that
+    /// starts with it.
+    fn number_after(&self, label: &str) -> u64 {
+        let line = self.line_starting(label);
+        line[label.len()..]
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{label:?} line {line:?}: {e}\n{}", self.context()))
+    }
 }
 
 fn untorn<I, S>(args: I) -> Run
 where
     I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
+    S: AsRef<OsStr>,
 {
-    let args: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().into()).collect();
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_untorn"))
+    let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().into()).collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_untorn"))
         .args(&args)
         .output()
         .expect("run the untorn binary");
@@ -100,8 +139,27 @@ where
     }
 }
 
-fn p(path: &Path) -> &std::ffi::OsStr {
-    path.as_os_str()
+/// `untorn <command> <dir> <flags>...`: how every tool but bench is called.
+fn untorn_on(command: &str, dir: &Path, flags: &[&str]) -> Run {
+    let mut args = vec![OsStr::new(command), dir.as_os_str()];
+    args.extend(flags.iter().map(OsStr::new));
+    untorn(args)
+}
+
+/// `untorn init` of a new directory with `flags` is refused, naming each of
+/// `needles`, and leaves no database behind.
+fn assert_init_refused(flags: &[&str], needles: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    untorn_on("init", &dir, flags).expect_refused(needles);
+    assert!(!dir.join("untorn.control").exists());
+}
+
+/// `untorn inspect` refuses `dir`, as text and as JSON, naming each of
+/// `needles`.
+fn assert_inspect_refused(dir: &Path, needles: &[&str]) {
+    untorn_on("inspect", dir, &[]).expect_refused(needles);
+    untorn_on("inspect", dir, &["--json"]).expect_refused(needles);
 }
 
 fn row(i: u64) -> Vec<u8> {
@@ -118,6 +176,20 @@ fn filled_database(dir: &Path, options: Options, rows: u64) -> Table {
     insert_rows(&db, &table, 0..rows);
     db.close().expect("close cleanly");
     table
+}
+
+/// A database in `dir` of 3000 rows over several blocks, which verify
+/// passes: its table and the table's data file.
+fn verified_database(dir: &Path, options: Options) -> (Table, PathBuf) {
+    let table = filled_database(dir, options, 3000);
+    let file = data_file(dir, &table);
+    assert!(
+        blocks_in(&file) >= 4,
+        "the table should span several pages, has {}",
+        blocks_in(&file)
+    );
+    untorn_on("verify", dir, &[]).expect_code(0);
+    (table, file)
 }
 
 fn insert_rows(db: &Database, table: &Table, rows: std::ops::Range<u64>) {
@@ -166,21 +238,27 @@ fn flip_byte(path: &Path, offset: u64) {
     f.sync_all().unwrap();
 }
 
-/// The number after `label` on the line of the verify report that starts with it.
-fn report_number(run: &Run, label: &str) -> u64 {
-    let line = run
-        .stdout
-        .lines()
-        .find(|l| l.starts_with(label))
-        .unwrap_or_else(|| panic!("no {label:?} line\n{}", run.context()));
-    line[label.len()..]
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{label:?} line {line:?}: {e}\n{}", run.context()))
-}
-
 fn blocks_in(path: &Path) -> u64 {
     std::fs::metadata(path).expect("data file").len() / PAGE
+}
+
+/// Copies block 1 of `file` over block 3, as a write sent to the wrong
+/// block would; then verify of `dir` must fail naming block 3 of `file`,
+/// and only it in its JSON. Returns the text run and the JSON failure.
+fn misdirect_block_1_to_3(dir: &Path, file: &Path) -> (Run, serde_json::Value) {
+    let block1 = read_block(file, 1);
+    assert!(block1.iter().any(|&b| b != 0), "block 1 should be written");
+    write_block(file, 3, &block1);
+
+    let run = untorn_on("verify", dir, &[]);
+    run.expect_code(1)
+        .expect_stdout("block 3")
+        .expect_stdout(&file.display().to_string());
+    let j = untorn_on("verify", dir, &["--json"]).json();
+    let failures = j["failures"].as_array().expect("failures array");
+    assert_eq!(failures.len(), 1, "{j:#}");
+    assert_eq!(failures[0]["block"], 3, "{j:#}");
+    (run, failures[0].clone())
 }
 
 // 1. init with every creation setting, then inspect (JSON and text).
@@ -188,31 +266,30 @@ fn blocks_in(path: &Path) -> u64 {
 fn init_then_inspect_shows_the_settings() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
-    untorn([
-        "init".as_ref(),
-        p(&dir),
-        "--page-size".as_ref(),
-        "16KB".as_ref(),
-        "--wal-block-size".as_ref(),
-        "4KB".as_ref(),
-        "--data-checksums".as_ref(),
-        "fnv".as_ref(),
-        "--torn-page-protection".as_ref(),
-        "off".as_ref(),
-    ])
-    .expect_code(0)
-    .expect_stdout("created database");
+    let flags = [
+        "--page-size",
+        "16KB",
+        "--wal-block-size",
+        "4KB",
+        "--data-checksums",
+        "fnv",
+        "--torn-page-protection",
+        "off",
+    ];
+    untorn_on("init", &dir, &flags)
+        .expect_code(0)
+        .expect_stdout("created database");
     assert!(dir.join("untorn.control").is_file());
 
-    let run = untorn(["inspect".as_ref(), p(&dir), "--json".as_ref()]);
-    run.expect_code(0);
+    let run = untorn_on("inspect", &dir, &["--json"]);
+    run.expect_code(0)
+        .expect_json("/settings/page_size", 16384)
+        .expect_json("/settings/wal_block_size", 4096)
+        .expect_json("/settings/data_checksums", "fnv")
+        .expect_json("/settings/torn_page_protection", "off")
+        .expect_json("/state", "shut_down");
     let j = run.json();
     let ctx = run.context();
-    assert_eq!(j["settings"]["page_size"], 16384, "{ctx}");
-    assert_eq!(j["settings"]["wal_block_size"], 4096, "{ctx}");
-    assert_eq!(j["settings"]["data_checksums"], "fnv", "{ctx}");
-    assert_eq!(j["settings"]["torn_page_protection"], "off", "{ctx}");
-    assert_eq!(j["state"], "shut_down", "{ctx}");
     let system_id = j["system_id"].as_u64().expect("system_id is a number");
     assert_ne!(system_id, 0, "{ctx}");
     let checkpoint = j["checkpoint_lsn"].as_u64().expect("checkpoint_lsn");
@@ -220,13 +297,9 @@ fn init_then_inspect_shows_the_settings() {
     assert!(checkpoint > 0, "{ctx}");
     assert!(redo <= checkpoint, "{ctx}");
 
-    let text = untorn(["inspect".as_ref(), p(&dir)]);
+    let text = untorn_on("inspect", &dir, &[]);
     text.expect_code(0);
-    let line = text
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("Database page size"))
-        .unwrap_or_else(|| panic!("no page size line\n{}", text.context()));
+    let line = text.line_starting("Database page size");
     assert!(line.contains("16384"), "{}", text.context());
     text.expect_stdout(&system_id.to_string())
         .expect_stdout("shut down")
@@ -236,59 +309,29 @@ fn init_then_inspect_shows_the_settings() {
 // 2. init refuses bad settings and an existing database, exit 2, no panic.
 #[test]
 fn init_refuses_a_page_size_of_12kb() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("db");
-    untorn([
-        "init".as_ref(),
-        p(&dir),
-        "--page-size".as_ref(),
-        "12KB".as_ref(),
-    ])
-    .expect_refused(&["page_size", "12288"]);
-    assert!(!dir.join("untorn.control").exists());
+    assert_init_refused(&["--page-size", "12KB"], &["page_size", "12288"]);
 }
 
 #[test]
 fn init_refuses_a_wal_block_size_of_3kb() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("db");
-    untorn([
-        "init".as_ref(),
-        p(&dir),
-        "--wal-block-size".as_ref(),
-        "3KB".as_ref(),
-    ])
-    .expect_refused(&["wal_block_size", "3072"]);
-    assert!(!dir.join("untorn.control").exists());
+    assert_init_refused(&["--wal-block-size", "3KB"], &["wal_block_size", "3072"]);
 }
 
 #[test]
 fn init_refuses_an_unknown_checksum_algorithm() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("db");
-    untorn([
-        "init".as_ref(),
-        p(&dir),
-        "--data-checksums".as_ref(),
-        "md5".as_ref(),
-    ])
-    .expect_refused(&["data_checksums", "md5", "crc32c"]);
-    assert!(!dir.join("untorn.control").exists());
+    assert_init_refused(
+        &["--data-checksums", "md5"],
+        &["data_checksums", "md5", "crc32c"],
+    );
 }
 
 #[test]
 fn init_refuses_a_directory_that_holds_a_database() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
-    untorn(["init".as_ref(), p(&dir)]).expect_code(0);
+    untorn_on("init", &dir, &[]).expect_code(0);
     let before = std::fs::read(dir.join("untorn.control")).unwrap();
-    untorn([
-        "init".as_ref(),
-        p(&dir),
-        "--page-size".as_ref(),
-        "4KB".as_ref(),
-    ])
-    .expect_refused(&["already holds a database"]);
+    untorn_on("init", &dir, &["--page-size", "4KB"]).expect_refused(&["already holds a database"]);
     assert_eq!(
         std::fs::read(dir.join("untorn.control")).unwrap(),
         before,
@@ -300,27 +343,23 @@ fn init_refuses_a_directory_that_holds_a_database() {
 #[test]
 fn inspect_refuses_a_missing_directory() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("nothing-here");
-    untorn(["inspect".as_ref(), p(&dir)]).expect_refused(&["does not exist"]);
-    untorn(["inspect".as_ref(), p(&dir), "--json".as_ref()]).expect_refused(&["does not exist"]);
+    assert_inspect_refused(&tmp.path().join("nothing-here"), &["does not exist"]);
 }
 
 #[test]
 fn inspect_refuses_an_empty_directory() {
     let tmp = tempfile::tempdir().unwrap();
-    untorn(["inspect".as_ref(), p(tmp.path())]).expect_refused(&["not an untorn database"]);
+    untorn_on("inspect", tmp.path(), &[]).expect_refused(&["not an untorn database"]);
 }
 
 #[test]
 fn inspect_refuses_a_control_file_with_one_flipped_byte() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
-    untorn(["init".as_ref(), p(&dir)]).expect_code(0);
+    untorn_on("init", &dir, &[]).expect_code(0);
     // Offset 200: inside the sector's reserved zeros, covered by the CRC.
     flip_byte(&dir.join("untorn.control"), 200);
-    untorn(["inspect".as_ref(), p(&dir)]).expect_refused(&["untorn.control", "CRC mismatch"]);
-    untorn(["inspect".as_ref(), p(&dir), "--json".as_ref()])
-        .expect_refused(&["untorn.control", "CRC mismatch"]);
+    assert_inspect_refused(&dir, &["untorn.control", "CRC mismatch"]);
 }
 
 // 4. verify: a clean database passes; one flipped byte in block 2 fails.
@@ -328,28 +367,17 @@ fn inspect_refuses_a_control_file_with_one_flipped_byte() {
 fn verify_passes_a_clean_database_and_names_a_damaged_block() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
-    let table = filled_database(&dir, Options::default(), 3000);
-    let file = data_file(&dir, &table);
-    assert!(
-        blocks_in(&file) >= 4,
-        "the table should span several pages, has {}",
-        blocks_in(&file)
-    );
+    let (table, file) = verified_database(&dir, Options::default());
 
-    let clean = untorn(["verify".as_ref(), p(&dir)]);
+    let clean = untorn_on("verify", &dir, &[]);
     clean.expect_code(0).expect_stdout("Bad checksums:   0");
     assert!(
-        report_number(&clean, "Blocks scanned:") > 0,
+        clean.number_after("Blocks scanned:") > 0,
         "{}",
         clean.context()
     );
-    assert_eq!(
-        report_number(&clean, "Bad blocks:"),
-        0,
-        "{}",
-        clean.context()
-    );
-    let clean_json = untorn(["verify".as_ref(), p(&dir), "--json".as_ref()]);
+    assert_eq!(clean.number_after("Bad blocks:"), 0, "{}", clean.context());
+    let clean_json = untorn_on("verify", &dir, &["--json"]);
     clean_json.expect_code(0);
     let j = clean_json.json();
     assert_eq!(j["failures"].as_array().map(Vec::len), Some(0));
@@ -362,16 +390,16 @@ fn verify_passes_a_clean_database_and_names_a_damaged_block() {
     );
     flip_byte(&file, 2 * PAGE + PAGE / 2);
 
-    let bad = untorn(["verify".as_ref(), p(&dir)]);
+    let bad = untorn_on("verify", &dir, &[]);
     bad.expect_code(1)
         .expect_stdout(&file.display().to_string())
         .expect_stdout("block 2")
         .expect_stdout("calculated checksum")
         .expect_stdout("block contains")
         .expect_stdout("Bad checksums:   1");
-    assert_eq!(report_number(&bad, "Bad blocks:"), 1, "{}", bad.context());
+    assert_eq!(bad.number_after("Bad blocks:"), 1, "{}", bad.context());
 
-    let bad_json = untorn(["verify".as_ref(), p(&dir), "--json".as_ref()]);
+    let bad_json = untorn_on("verify", &dir, &["--json"]);
     bad_json.expect_code(1);
     let j = bad_json.json();
     let ctx = bad_json.context();
@@ -395,28 +423,13 @@ fn verify_passes_a_clean_database_and_names_a_damaged_block() {
 fn verify_catches_a_misdirected_write_by_checksum() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
-    let table = filled_database(&dir, Options::default(), 3000);
-    let file = data_file(&dir, &table);
-    assert!(blocks_in(&file) >= 4, "{} blocks", blocks_in(&file));
-    untorn(["verify".as_ref(), p(&dir)]).expect_code(0);
-
-    let block1 = read_block(&file, 1);
-    assert!(block1.iter().any(|&b| b != 0), "block 1 should be written");
-    write_block(&file, 3, &block1);
-
-    let run = untorn(["verify".as_ref(), p(&dir)]);
-    run.expect_code(1)
-        .expect_stdout("block 3")
-        .expect_stdout(&file.display().to_string());
+    let (_, file) = verified_database(&dir, Options::default());
+    let (run, _) = misdirect_block_1_to_3(&dir, &file);
     assert!(
         !run.stdout.contains("block 1:"),
         "block 1 itself is intact\n{}",
         run.context()
     );
-    let j = untorn(["verify".as_ref(), p(&dir), "--json".as_ref()]).json();
-    let failures = j["failures"].as_array().expect("failures array");
-    assert_eq!(failures.len(), 1, "{j:#}");
-    assert_eq!(failures[0]["block"], 3, "{j:#}");
 }
 
 #[test]
@@ -430,21 +443,10 @@ fn verify_catches_a_misdirected_write_without_checksums() {
         },
         ..Default::default()
     };
-    let table = filled_database(&dir, options, 3000);
-    let file = data_file(&dir, &table);
-    assert!(blocks_in(&file) >= 4, "{} blocks", blocks_in(&file));
-    let j = untorn(["inspect".as_ref(), p(&dir), "--json".as_ref()]).json();
-    assert_eq!(j["settings"]["data_checksums"], "off");
-    untorn(["verify".as_ref(), p(&dir)]).expect_code(0);
+    let (_, file) = verified_database(&dir, options);
+    untorn_on("inspect", &dir, &["--json"]).expect_json("/settings/data_checksums", "off");
 
-    let block1 = read_block(&file, 1);
-    assert!(block1.iter().any(|&b| b != 0), "block 1 should be written");
-    write_block(&file, 3, &block1);
-
-    let run = untorn(["verify".as_ref(), p(&dir)]);
-    run.expect_code(1)
-        .expect_stdout("block 3")
-        .expect_stdout(&file.display().to_string());
+    let (run, failure) = misdirect_block_1_to_3(&dir, &file);
     let failure_line = run
         .stdout
         .lines()
@@ -455,11 +457,7 @@ fn verify_catches_a_misdirected_write_without_checksums() {
         "the failure should say the page belongs elsewhere\n{}",
         run.context()
     );
-    let j = untorn(["verify".as_ref(), p(&dir), "--json".as_ref()]).json();
-    let failures = j["failures"].as_array().expect("failures array");
-    assert_eq!(failures.len(), 1, "{j:#}");
-    assert_eq!(failures[0]["block"], 3, "{j:#}");
-    assert!(failures[0]["calculated"].is_null(), "{j:#}");
+    assert!(failure["calculated"].is_null(), "{failure:#}");
 }
 
 // 6. waldump prints records and per-kind totals.
@@ -469,66 +467,35 @@ fn waldump_prints_records_and_stats() {
     let dir = tmp.path().join("db");
     filled_database(&dir, Options::default(), 3000);
 
-    let run = untorn(["waldump".as_ref(), p(&dir)]);
+    let run = untorn_on("waldump", &dir, &[]);
     run.expect_code(0)
         .expect_stdout("kind: commit")
         .expect_stdout("kind: checkpoint")
         .expect_stdout("blkref")
         .expect_stderr("end of valid WAL at");
     assert!(
-        run.stdout
-            .lines()
-            .filter(|l| l.starts_with("kind: commit"))
-            .count()
-            >= 6,
+        run.lines_starting("kind: commit") >= 6,
         "3000 rows in transactions of 500 are at least 6 commits\n{}",
         run.context()
     );
     assert!(!run.stderr.contains("panicked"), "{}", run.context());
 
-    let stats = untorn(["waldump".as_ref(), p(&dir), "--stats".as_ref()]);
+    let stats = untorn_on("waldump", &dir, &["--stats"]);
     stats.expect_code(0).expect_stderr("end of valid WAL at");
-    let total = stats
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("Total"))
-        .unwrap_or_else(|| panic!("no Total line\n{}", stats.context()));
-    let commit = stats
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("commit "))
-        .unwrap_or_else(|| panic!("no commit row\n{}", stats.context()));
-    let n = |line: &str| -> u64 {
+    let count = |prefix: &str| -> u64 {
+        let line = stats.line_starting(prefix);
         line.split_whitespace()
             .nth(1)
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("no count in {line:?}\n{}", stats.context()))
     };
-    let records = run
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("kind:"))
-        .count() as u64;
-    assert_eq!(n(total), records, "{}", stats.context());
-    assert!(n(commit) >= 6, "{}", stats.context());
+    let records = run.lines_starting("kind:") as u64;
+    assert_eq!(count("Total"), records, "{}", stats.context());
+    assert!(count("commit ") >= 6, "{}", stats.context());
 
-    let limited = untorn([
-        "waldump".as_ref(),
-        p(&dir),
-        "--limit".as_ref(),
-        "2".as_ref(),
-    ]);
+    let limited = untorn_on("waldump", &dir, &["--limit", "2"]);
     limited.expect_code(0);
-    assert_eq!(
-        limited
-            .stdout
-            .lines()
-            .filter(|l| l.starts_with("kind:"))
-            .count(),
-        2,
-        "{}",
-        limited.context()
-    );
+    assert_eq!(limited.lines_starting("kind:"), 2, "{}", limited.context());
 }
 
 // 7. A database dropped without close() is in production and recovers.
@@ -543,10 +510,10 @@ fn reopen_after_a_crash_recovers_every_committed_row() {
         insert_rows(&db, &table, 0..rows);
         drop(db); // no close(): like a crash
     }
-    let run = untorn(["inspect".as_ref(), p(&dir), "--json".as_ref()]);
-    run.expect_code(0);
-    assert_eq!(run.json()["state"], "in_production", "{}", run.context());
-    untorn(["inspect".as_ref(), p(&dir)])
+    untorn_on("inspect", &dir, &["--json"])
+        .expect_code(0)
+        .expect_json("/state", "in_production");
+    untorn_on("inspect", &dir, &[])
         .expect_code(0)
         .expect_stdout("in production");
 
@@ -561,10 +528,10 @@ fn reopen_after_a_crash_recovers_every_committed_row() {
     drop(tx);
     db.close().expect("close");
 
-    let run = untorn(["inspect".as_ref(), p(&dir), "--json".as_ref()]);
-    run.expect_code(0);
-    assert_eq!(run.json()["state"], "shut_down", "{}", run.context());
-    untorn(["verify".as_ref(), p(&dir)])
+    untorn_on("inspect", &dir, &["--json"])
+        .expect_code(0)
+        .expect_json("/state", "shut_down");
+    untorn_on("verify", &dir, &[])
         .expect_code(0)
         .expect_stdout("Bad checksums:   0");
 }
@@ -576,43 +543,36 @@ fn reopen_after_a_crash_recovers_every_committed_row() {
 fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_untorn"))
-        .args([
-            "bench",
-            "--workload",
-            "tpcb,oltp_read_write",
-            "--duration",
-            "0.4",
-            "--warmup",
-            "0.1",
-            "--repeat",
-            "2",
-        ])
-        .args([
-            "--clients",
-            "3",
-            "--tables",
-            "2",
-            "--table-size",
-            "500",
-            "--scale",
-            "1",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .arg("--report")
-        .arg(dir.path().join("report"))
-        .arg("--dir")
-        .arg(dir.path().join("dbs"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(
-        stdout.contains("vs full_pages") && stdout.contains("vs off"),
-        "{stdout}"
-    );
+    let report = dir.path().join("report");
+    let dbs = dir.path().join("dbs");
+    let mut args: Vec<&OsStr> = [
+        "bench",
+        "--workload",
+        "tpcb,oltp_read_write",
+        "--duration",
+        "0.4",
+        "--warmup",
+        "0.1",
+        "--repeat",
+        "2",
+        "--clients",
+        "3",
+        "--tables",
+        "2",
+        "--table-size",
+        "500",
+        "--scale",
+        "1",
+    ]
+    .map(OsStr::new)
+    .to_vec();
+    for (flag, path) in [("--json", &json), ("--report", &report), ("--dir", &dbs)] {
+        args.extend([OsStr::new(flag), path.as_os_str()]);
+    }
+    untorn(args)
+        .expect_code(0)
+        .expect_stdout("vs full_pages")
+        .expect_stdout("vs off");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let results = v.as_array().unwrap();
     assert_eq!(results.len(), 4, "2 workloads x 2 modes");
@@ -644,34 +604,26 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
         assert!(r["tps"].as_f64().unwrap() > 0.0, "{r}");
         assert_eq!(r["settings"]["torn_page_protection"], r["protection"]);
     }
-    assert!(dir.path().join("report").join("index.html").exists());
+    assert!(report.join("index.html").exists());
 }
 
 #[test]
 fn bench_refuses_settings_it_does_not_have() {
     for args in [
-        vec!["--protection", "double_writes"],
-        vec!["--wal-compression", "lz4"],
-        vec!["--checkpoint-sort", "on"],
-        vec!["--device", "floppy"],
-        vec!["--workload", "tpcc"],
-        vec!["--wal-block-size", "3KB"],
+        ["--protection", "double_writes"],
+        ["--wal-compression", "lz4"],
+        ["--checkpoint-sort", "on"],
+        ["--device", "floppy"],
+        ["--workload", "tpcc"],
+        ["--wal-block-size", "3KB"],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_untorn"))
-            .arg("bench")
-            .args(&args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let run = untorn(["bench", args[0], args[1]]);
+        run.expect_refused(&[]);
+        let named = args[1] == "3KB" && run.stderr.contains("wal_block_size");
         assert!(
-            stderr.contains("untorn: error:") && !stderr.contains("panicked"),
-            "{args:?}: {stderr}"
-        );
-        let named = args[1] == "3KB" && stderr.contains("wal_block_size");
-        assert!(
-            named || stderr.contains(args[1]),
-            "{args:?} should be named: {stderr}"
+            named || run.stderr.contains(args[1]),
+            "{args:?} should be named\n{}",
+            run.context()
         );
     }
 }

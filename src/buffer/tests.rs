@@ -24,24 +24,20 @@ impl WalFlush for FakeWal {
     }
 }
 
-fn pool(dir: &std::path::Path, frames: usize) -> (BufferPool, Arc<FakeWal>) {
+/// A pool of `frames` 4 KB pages over the files in `dir`, flushing `wal`.
+fn pool_over(dir: &std::path::Path, frames: usize, wal: Arc<dyn WalFlush>) -> BufferPool {
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
     let settings = CreationSettings {
         page_size: 4096,
         ..Default::default()
     };
     let files = Arc::new(DataFiles::new(fs, dir, &settings));
+    BufferPool::new(frames, 4096, settings.data_checksums, files, wal, None).unwrap()
+}
+
+fn pool(dir: &std::path::Path, frames: usize) -> (BufferPool, Arc<FakeWal>) {
     let wal = Arc::new(FakeWal::default());
-    let pool = BufferPool::new(
-        frames,
-        4096,
-        settings.data_checksums,
-        files,
-        wal.clone(),
-        None,
-    )
-    .unwrap();
-    (pool, wal)
+    (pool_over(dir, frames, wal.clone()), wal)
 }
 
 fn new_page(pool: &BufferPool, id: PageId, lsn: u64, fill: u8) {
@@ -217,28 +213,32 @@ impl WalFlush for GateWal {
     }
 }
 
-fn gated_pool(dir: &std::path::Path, wal: Arc<GateWal>) -> BufferPool {
-    let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
-    let s = CreationSettings {
-        page_size: 4096,
-        ..Default::default()
-    };
-    BufferPool::new(
-        16,
-        4096,
-        s.data_checksums,
-        Arc::new(DataFiles::new(fs, dir, &s)),
-        wal,
-        None,
-    )
-    .unwrap()
+/// A pool of 16 frames whose WAL flushes to `gates` block until released.
+fn gated_pool(dir: &std::path::Path, gates: &[u64]) -> (BufferPool, Arc<GateWal>) {
+    let wal = Arc::new(GateWal::new(gates));
+    (pool_over(dir, 16, wal.clone()), wal)
 }
 
-fn change_to_2(pool: &BufferPool, id: PageId) {
-    let mut w = pool.pin(id, Issuer::Client).unwrap().into_write();
+/// Starts an eviction write of page `p` (1 at LSN 100, commit LSN 110),
+/// waits until it is stuck in its WAL flush to 110, then changes the page
+/// to 2 at LSN 200: the write in flight now carries the older copy.
+/// Returns the eviction's thread.
+fn stale_eviction<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    pool: &'s BufferPool,
+    wal: &GateWal,
+    p: PageId,
+) -> std::thread::ScopedJoinHandle<'s, ()> {
+    let evict = s.spawn(move || {
+        let pin = pool.pin_cached(p).unwrap();
+        pool.write_frames(&[pin.idx], Issuer::Client).unwrap();
+    });
+    wal.wait_blocked_at(110);
+    let mut w = pool.pin(p, Issuer::Client).unwrap().into_write();
     w.mark_dirty();
     w.bytes_mut()[100] = 2;
     w.set_lsns(Lsn(200), Lsn(210));
+    evict
 }
 
 fn on_disk(dir: &std::path::Path, file: u32, block: usize) -> u8 {
@@ -252,17 +252,11 @@ fn on_disk(dir: &std::path::Path, file: u32, block: usize) -> u8 {
 #[test]
 fn an_older_copy_never_lands_after_a_newer_one() {
     let dir = tempfile::tempdir().unwrap();
-    let wal = Arc::new(GateWal::new(&[110]));
-    let pool = gated_pool(dir.path(), wal.clone());
+    let (pool, wal) = gated_pool(dir.path(), &[110]);
     let p = PageId::new(3, 0);
     new_page(&pool, p, 100, 1);
     std::thread::scope(|s| {
-        let evict = s.spawn(|| {
-            let pin = pool.pin_cached(p).unwrap();
-            pool.write_frames(&[pin.idx], Issuer::Client).unwrap();
-        });
-        wal.wait_blocked_at(110);
-        change_to_2(&pool, p);
+        let evict = stale_eviction(s, &pool, &wal, p);
         let checkpoint = s.spawn(|| pool.flush_dirty(Issuer::Checkpointer, 64).unwrap());
         wal.release(110);
         evict.join().unwrap();
@@ -281,19 +275,13 @@ fn an_older_copy_never_lands_after_a_newer_one() {
 #[test]
 fn a_stale_write_does_not_clear_the_checkpoint_mark() {
     let dir = tempfile::tempdir().unwrap();
-    let wal = Arc::new(GateWal::new(&[110, 60]));
-    let pool = gated_pool(dir.path(), wal.clone());
+    let (pool, wal) = gated_pool(dir.path(), &[110, 60]);
     let q = PageId::new(4, 0);
     new_page(&pool, q, 50, 7);
     let p = PageId::new(3, 0);
     new_page(&pool, p, 100, 1);
     std::thread::scope(|s| {
-        let evict = s.spawn(|| {
-            let pin = pool.pin_cached(p).unwrap();
-            pool.write_frames(&[pin.idx], Issuer::Client).unwrap();
-        });
-        wal.wait_blocked_at(110);
-        change_to_2(&pool, p);
+        let evict = stale_eviction(s, &pool, &wal, p);
         let checkpoint = s.spawn(|| pool.flush_dirty(Issuer::Checkpointer, 1).unwrap());
         wal.wait_blocked_at(60);
         wal.release(110);

@@ -44,7 +44,7 @@ pub use crash::{CrashConfig, CrashReport, DamagedUnit, FaultConfig, SimImage, Sp
 pub use crash::{TornWrite, TraceKind, TraceOp};
 
 #[cfg(test)]
-#[path = "sim_tests.rs"]
+#[path = "sim_tests/mod.rs"]
 mod tests;
 
 /// Largest file the simulation accepts (files live in memory): 16 GiB.

@@ -177,76 +177,65 @@ fn vs_headers(labels: &[String]) -> Vec<String> {
     h
 }
 
-fn comparison_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
+/// A column after `Mode | TPS | vs ...`: its header, and its cell for a
+/// result.
+type Column = (&'static str, fn(&ConfigResult) -> String);
+
+/// The full comparison's columns: see [`comparison_table`].
+const COMPARISON_COLUMNS: [Column; 14] = [
+    ("lat avg ms", |r| fmt_num(r.latency_ms.avg)),
+    ("p90 ms", |r| fmt_num(r.latency_ms.p90)),
+    ("p99 ms", |r| fmt_num(r.latency_ms.p99)),
+    ("max ms", |r| fmt_num(r.latency_ms.max)),
+    ("CPU µs/txn", |r| fmt_num(r.cpu_us_per_txn)),
+    ("page writes/txn", |r| fmt_num(r.page_writes_per_txn)),
+    ("WAL B/txn", |r| thousands(r.wal_bytes_per_txn)),
+    ("FPI", |r| thousands(r.wal_fpi as f64)),
+    ("DW page writes", |r| thousands(r.dw_page_writes as f64)),
+    ("DW fsyncs", |r| thousands(r.dw_fsyncs as f64)),
+    ("data writes", |r| thousands(r.data_writes as f64)),
+    ("data fsyncs", |r| thousands(r.data_fsyncs as f64)),
+    ("checkpoints", |r| thousands(r.checkpoints as f64)),
+    ("spread %", spread),
+];
+
+/// The compact comparison's columns: see [`comparison_table_compact`].
+const COMPACT_COLUMNS: [Column; 3] = [
+    ("p99 ms", |r| fmt_num(r.latency_ms.p99)),
+    ("WAL B/txn", |r| thousands(r.wal_bytes_per_txn)),
+    ("spread", spread),
+];
+
+/// The spread between repeats: `4.2%`.
+fn spread(r: &ConfigResult) -> String {
+    format!("{:.1}%", r.tps_spread_pct)
+}
+
+/// `Mode | TPS | vs <first> | vs <last>`, then `columns`, a row per
+/// configuration of one workload.
+fn tps_grid(group: &[&ConfigResult], labels: &[String], columns: &[Column]) -> Grid {
     let mut headers = vec!["Mode".to_string(), "TPS".to_string()];
     headers.extend(vs_headers(labels));
-    headers.extend(
-        [
-            "lat avg ms",
-            "p90 ms",
-            "p99 ms",
-            "max ms",
-            "CPU µs/txn",
-            "page writes/txn",
-            "WAL B/txn",
-            "FPI",
-            "DW page writes",
-            "DW fsyncs",
-            "data writes",
-            "data fsyncs",
-            "checkpoints",
-            "spread %",
-        ]
-        .map(String::from),
-    );
+    headers.extend(columns.iter().map(|(header, _)| header.to_string()));
     let rows = group
         .iter()
         .enumerate()
         .map(|(i, r)| {
             let mut row = vec![labels[i].clone(), fmt_tps(r.tps)];
             row.extend(vs_cells(group, i));
-            let l = r.latency_ms;
-            row.extend([
-                fmt_num(l.avg),
-                fmt_num(l.p90),
-                fmt_num(l.p99),
-                fmt_num(l.max),
-                fmt_num(r.cpu_us_per_txn),
-                fmt_num(r.page_writes_per_txn),
-                thousands(r.wal_bytes_per_txn),
-                thousands(r.wal_fpi as f64),
-                thousands(r.dw_page_writes as f64),
-                thousands(r.dw_fsyncs as f64),
-                thousands(r.data_writes as f64),
-                thousands(r.data_fsyncs as f64),
-                thousands(r.checkpoints as f64),
-                format!("{:.1}%", r.tps_spread_pct),
-            ]);
+            row.extend(columns.iter().map(|(_, cell)| cell(r)));
             row
         })
         .collect();
     Grid { headers, rows }
 }
 
+fn comparison_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
+    tps_grid(group, labels, &COMPARISON_COLUMNS)
+}
+
 fn compact_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
-    let mut headers = vec!["Mode".to_string(), "TPS".to_string()];
-    headers.extend(vs_headers(labels));
-    headers.extend(["p99 ms", "WAL B/txn", "spread"].map(String::from));
-    let rows = group
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let mut row = vec![labels[i].clone(), fmt_tps(r.tps)];
-            row.extend(vs_cells(group, i));
-            row.extend([
-                fmt_num(r.latency_ms.p99),
-                thousands(r.wal_bytes_per_txn),
-                format!("{:.1}%", r.tps_spread_pct),
-            ]);
-            row
-        })
-        .collect();
-    Grid { headers, rows }
+    tps_grid(group, labels, &COMPACT_COLUMNS)
 }
 
 /// `oltp_write_only (device real, 3 repeats)`.

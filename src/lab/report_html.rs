@@ -129,11 +129,7 @@ pub(super) fn esc(s: &str) -> String {
 /// A grid as an HTML table; with `swatches`, each row's first cell gets the
 /// colour of its line in the plots.
 fn table(out: &mut String, grid: &Grid, swatches: bool) {
-    out.push_str("<table><thead><tr>");
-    for h in &grid.headers {
-        let _ = write!(out, "<th>{}</th>", esc(h));
-    }
-    out.push_str("</tr></thead><tbody>\n");
+    table_start(out, grid.headers.iter().map(|h| esc(h)));
     for (i, row) in grid.rows.iter().enumerate() {
         out.push_str("<tr>");
         for (j, cell) in row.iter().enumerate() {
@@ -153,8 +149,28 @@ fn table(out: &mut String, grid: &Grid, swatches: bool) {
         }
         out.push_str("</tr>\n");
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str(TABLE_END);
 }
+
+/// Opens a table: its header row of `headers`, each already HTML.
+fn table_start(out: &mut String, headers: impl IntoIterator<Item = String>) {
+    out.push_str("<table><thead><tr>");
+    for h in headers {
+        let _ = write!(out, "<th>{h}</th>");
+    }
+    out.push_str("</tr></thead><tbody>\n");
+}
+
+/// A row of text cells.
+fn text_row<'a>(out: &mut String, cells: impl IntoIterator<Item = &'a str>) {
+    out.push_str("<tr>");
+    for c in cells {
+        let _ = write!(out, "<td>{}</td>", esc(c));
+    }
+    out.push_str("</tr>\n");
+}
+
+const TABLE_END: &str = "</tbody></table>\n";
 
 fn file_name(path: &std::path::Path) -> String {
     path.file_name()
@@ -200,10 +216,7 @@ fn render(p: &Page) -> String {
         repeats; latencies are those of the median run; counts are totals over all \
         repeats; spread is (max - min) / median of the repeats' TPS.</p>\n",
     );
-    for s in p.sections {
-        let _ = writeln!(o, "<h3>{}</h3>", esc(&s.heading));
-        table(&mut o, &s.comparison, true);
-    }
+    section_tables(&mut o, p.sections, |s| &s.comparison);
 
     o.push_str(
         "<h2>Checkpoint cycles, second by second</h2>\n<p class=\"note\">What \
@@ -211,10 +224,7 @@ fn render(p: &Page) -> String {
         repeats, and the mean TPS of the seconds in which a checkpoint was running \
         against the others.</p>\n",
     );
-    for s in p.sections {
-        let _ = writeln!(o, "<h3>{}</h3>", esc(&s.heading));
-        table(&mut o, &s.phases, true);
-    }
+    section_tables(&mut o, p.sections, |s| &s.phases);
 
     o.push_str(
         "<h2>Over time</h2>\n<p class=\"note\">One line per mode: bold, \
@@ -255,39 +265,39 @@ fn render(p: &Page) -> String {
     o
 }
 
+/// Per workload, its heading and the table `grid` picks from its section.
+fn section_tables(o: &mut String, sections: &[Section], grid: for<'s> fn(&'s Section) -> &'s Grid) {
+    for s in sections {
+        let _ = writeln!(o, "<h3>{}</h3>", esc(&s.heading));
+        table(o, grid(s), true);
+    }
+}
+
 /// Every setting used: those all configurations share, then those that
 /// differ, one column per configuration.
 fn settings(o: &mut String, p: &Page) {
     o.push_str("<h2>Settings</h2>\n");
     let all_same = |vals: &Vec<Option<&str>>| vals.iter().all(|v| v.is_some() && *v == vals[0]);
-    o.push_str(
-        "<h3>Common to every configuration</h3>\n<table><thead><tr><th>setting</th>\
-        <th>value</th></tr></thead><tbody>\n",
-    );
+    o.push_str("<h3>Common to every configuration</h3>\n");
+    table_start(o, ["setting", "value"].map(String::from));
     for (k, vals) in p.settings.iter().filter(|(_, v)| all_same(v)) {
-        let _ = writeln!(
-            o,
-            "<tr><td>{}</td><td>{}</td></tr>",
-            esc(k),
-            esc(vals[0].unwrap_or("-"))
-        );
+        text_row(o, [*k, vals[0].unwrap_or("-")]);
     }
-    o.push_str("</tbody></table>\n");
+    o.push_str(TABLE_END);
     let differing: Vec<_> = p.settings.iter().filter(|(_, v)| !all_same(v)).collect();
     if differing.is_empty() {
         return;
     }
-    o.push_str("<h3>Differing between configurations</h3>\n<table><thead><tr><th>setting</th>");
-    for (r, label) in p.results.iter().zip(p.result_labels) {
-        let _ = write!(o, "<th>{}<br>{}</th>", esc(&r.workload), esc(label));
-    }
-    o.push_str("</tr></thead><tbody>\n");
+    o.push_str("<h3>Differing between configurations</h3>\n");
+    let configurations = p.results.iter().zip(p.result_labels);
+    let headers =
+        configurations.map(|(r, label)| format!("{}<br>{}", esc(&r.workload), esc(label)));
+    table_start(o, std::iter::once("setting".to_string()).chain(headers));
     for (k, vals) in differing {
-        let _ = write!(o, "<tr><td>{}</td>", esc(k));
-        for v in vals {
-            let _ = write!(o, "<td>{}</td>", esc(v.unwrap_or("-")));
-        }
-        o.push_str("</tr>\n");
+        text_row(
+            o,
+            std::iter::once(*k).chain(vals.iter().map(|v| v.unwrap_or("-"))),
+        );
     }
-    o.push_str("</tbody></table>\n");
+    o.push_str(TABLE_END);
 }

@@ -188,15 +188,16 @@ impl Sysbench {
         Ok(())
     }
 
+    /// `count` times SELECT c FROM sbtest WHERE id = ?, on one random table.
     fn point_selects(
         &self,
         tx: &mut Transaction<'_>,
         tables: &Tables,
         rng: &mut Rng,
+        count: usize,
     ) -> Result<()> {
         let (t, _) = self.pick(tables, rng);
-        for _ in 0..POINT_SELECTS {
-            // SELECT c FROM sbtest WHERE id = ?
+        for _ in 0..count {
             let row = tx.get(t, &key_u64(self.random_id(rng)))?;
             std::hint::black_box(row.as_deref().map(c_of));
         }
@@ -393,22 +394,18 @@ impl Workload for Sysbench {
                 tables.tables.len()
             )));
         }
-        let reads = matches!(
-            self.kind,
-            Kind::PointSelect | Kind::ReadOnly | Kind::ReadWrite
-        );
+        let point_selects = match self.kind {
+            Kind::PointSelect => 1,
+            Kind::ReadOnly | Kind::ReadWrite => POINT_SELECTS,
+            Kind::WriteOnly | Kind::UpdateIndex | Kind::UpdateNonIndex => 0,
+        };
         let ranges = matches!(self.kind, Kind::ReadOnly | Kind::ReadWrite);
         let writes = matches!(self.kind, Kind::ReadWrite | Kind::WriteOnly);
         in_transaction(db, |tx| {
-            if reads && self.kind == Kind::PointSelect {
-                // oltp_point_select: one statement.
-                let (t, _) = self.pick(tables, rng);
-                let row = tx.get(t, &key_u64(self.random_id(rng)))?;
-                std::hint::black_box(row.as_deref().map(c_of));
-                return Ok(());
-            }
-            if reads {
-                self.point_selects(tx, tables, rng)?;
+            // The statement groups in sysbench's order: the random stream,
+            // and so every run's keys, depend on it.
+            if point_selects > 0 {
+                self.point_selects(tx, tables, rng, point_selects)?;
             }
             if ranges {
                 self.ranges(tx, tables, rng)?;
