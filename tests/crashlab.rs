@@ -263,6 +263,25 @@ fn zeroed_and_unreadable_sectors_are_repaired_or_detected() {
     assert_eq!(full.torn_pages_detected, 0, "full_pages repairs them all");
 }
 
+/// On a device that writes pages atomically, a page cannot tear: `off`
+/// loses nothing (the case for turning full-page writes off on such
+/// devices).
+#[test]
+fn atomic_page_writes_leave_nothing_to_repair() {
+    let modes = [TornPageProtection::Off];
+    let mut opts = options(&modes, &Fault::DEFAULT, 300);
+    opts.atomic_page_writes = true;
+    let report = run(&opts);
+    let m = mode(&report, TornPageProtection::Off);
+    assert_passed(m);
+    assert_eq!((m.torn_pages_injected, m.torn_pages_detected), (0, 0));
+    assert!(
+        m.torn_data_writes > 10,
+        "writes of several pages still tear between them: {m:?}"
+    );
+    assert_eq!((m.lost_commits, m.silent_corruptions), (0, 0));
+}
+
 #[test]
 fn several_threads_and_4k_pages() {
     let modes = [TornPageProtection::FullPages, TornPageProtection::Off];

@@ -31,6 +31,7 @@ fn every_flag_reaches_the_laboratory_and_the_json() {
         "2",
         "--buffer-pool-pages",
         "48",
+        "--atomic-page-writes",
         "--faults",
         "drop,reorder,tear,eio,zero,unreadable",
         "--eio-files",
@@ -56,6 +57,7 @@ fn every_flag_reaches_the_laboratory_and_the_json() {
     assert_eq!(o["page_size"], 4096);
     assert_eq!(o["threads"], 2);
     assert_eq!(o["buffer_pool_pages"], 48);
+    assert_eq!(o["atomic_page_writes"], true);
     assert_eq!(o["eio_targets"], serde_json::json!(["wal"]));
     assert_eq!(o["trace_dir"], dir.path().to_str().unwrap());
     let mode = &report["modes"][0];

@@ -199,6 +199,9 @@ pub struct CrashTestOptions {
     pub seed: u64,
     /// The device's sector size: 512 (pages tear) or 4096.
     pub sector_size: usize,
+    /// The device writes whole pages atomically (as ZFS, or SSDs with
+    /// atomic-write support, do): a torn write tears only between pages.
+    pub atomic_page_writes: bool,
     pub faults: Vec<Fault>,
     pub data_checksums: ChecksumAlgorithm,
     /// 4096 or 8192 tear on 512-byte sectors.
@@ -225,6 +228,7 @@ impl Default for CrashTestOptions {
             first_iteration: 0,
             seed: 1,
             sector_size: 512,
+            atomic_page_writes: false,
             faults: Fault::DEFAULT.to_vec(),
             data_checksums: ChecksumAlgorithm::Crc32c,
             page_size: 8192,
@@ -304,6 +308,9 @@ impl CrashTestOptions {
         }
         if self.threads != 1 {
             cmd.push_str(&format!(" --threads {}", self.threads));
+        }
+        if self.atomic_page_writes {
+            cmd.push_str(" --atomic-page-writes");
         }
         if self.eio_targets != d.eio_targets && self.has(Fault::Eio) {
             let kinds: Vec<&str> = self.eio_targets.iter().map(|k| k.name()).collect();

@@ -228,7 +228,9 @@ impl<'a> Iteration<'a> {
         };
         let crash_cfg = CrashConfig {
             sector_size: opts.sector_size,
-            atomic_page_writes: None,
+            atomic_page_writes: opts
+                .atomic_page_writes
+                .then_some((opts.page_size as usize).max(opts.sector_size)),
             keep_probability: keep,
             drop_probability: if lossy { 1.0 - keep } else { 0.0 },
             tear_probability: if opts.has(Fault::Tear) {

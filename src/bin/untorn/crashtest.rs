@@ -28,6 +28,10 @@ pub struct CrashTestArgs {
     /// Page checksums: fnv or crc32c.
     #[arg(long, default_value = "crc32c")]
     data_checksums: String,
+    /// The device writes whole pages atomically: writes tear only between
+    /// pages.
+    #[arg(long)]
+    atomic_page_writes: bool,
     /// Page size of the tested databases (4096, 8192, 16384 or 32768).
     #[arg(long, default_value_t = 8192)]
     page_size: u32,
@@ -58,6 +62,7 @@ pub fn run(a: &CrashTestArgs) -> untorn::Result<ExitCode> {
         faults: crashlab::parse_faults(&a.faults)?,
         data_checksums: a.data_checksums.parse()?,
         page_size: a.page_size,
+        atomic_page_writes: a.atomic_page_writes,
         threads: a.threads,
         eio_targets: crashlab::parse_file_kinds(&a.eio_files)?,
         buffer_pool_pages: a.buffer_pool_pages,
