@@ -20,7 +20,7 @@
 //!   the pending operations and one seed, then makes the live state equal to
 //!   it. Handles opened before a crash fail with ESTALE from then on, so a
 //!   `Database` dropped after the crash cannot write into the surviving image.
-//! - Faults ([`FaultConfig`]) are switches that may be set at any time.
+//! - Faults ([`FaultConfig`], sim_faults.rs) are switches that may be set at any time.
 //!   Unlike the POSIX layer the simulation never poisons itself after a
 //!   failed fsync: stopping is the engine's job, and the laboratory checks it.
 //! - Every call is counted and, unless turned off, appended to a trace
@@ -39,9 +39,11 @@ use std::sync::Arc;
 
 #[path = "sim_crash.rs"]
 mod crash;
-use crash::trace_op;
-pub use crash::{CrashConfig, CrashReport, DamagedUnit, FaultConfig, SimImage, SplitMix64};
-pub use crash::{TornWrite, TraceKind, TraceOp};
+#[path = "sim_faults.rs"]
+mod faults;
+pub use crash::{CrashConfig, CrashReport, DamagedUnit, SimImage, SplitMix64, TornWrite};
+use faults::trace_op;
+pub use faults::{FaultConfig, TraceKind, TraceOp};
 
 #[cfg(test)]
 #[path = "sim_tests/mod.rs"]
