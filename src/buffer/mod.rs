@@ -13,7 +13,8 @@
 //! - Every read from disk is verified (checksum, address, header, and the
 //!   node validator): a failure is an error naming file and block, never
 //!   data handed to a caller.
-//! - Replacement is a clock sweep that prefers clean frames.
+//! - Replacement is a clock sweep that prefers clean frames, within a bound
+//!   (`DIRTY_VICTIMS_SKIPPED`).
 
 mod frame;
 mod guard;
