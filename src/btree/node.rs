@@ -44,6 +44,7 @@
 //! The special area always ends exactly at the end of the page, so its size
 //! is `8 + low_len + high_len` (high_len counted as 0 when absent).
 
+use super::key_order::{compare, less};
 use crate::page::{
     init_page, lower_upper, read_header, set_lower_upper, PageKind, OFF_BLOCK, OFF_FILE_ID,
     OFF_KIND, OFF_LAYOUT_VERSION, OFF_SPECIAL, PAGE_HEADER_SIZE,
@@ -244,7 +245,7 @@ pub fn high_fence(b: &[u8]) -> Option<&[u8]> {
 
 /// True if `key` lies in `[low, high)`.
 pub fn covers(b: &[u8], key: &[u8]) -> bool {
-    key >= low_fence(b) && high_fence(b).is_none_or(|h| key < h)
+    !less(key, low_fence(b)) && high_fence(b).is_none_or(|h| less(key, h))
 }
 
 /// Binary search over the keys, like `slice::binary_search`.
@@ -252,7 +253,7 @@ pub fn search(b: &[u8], key: &[u8]) -> Result<usize, usize> {
     let (mut lo, mut hi) = (0, count(b));
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        match key_at(b, mid).cmp(key) {
+        match compare(key_at(b, mid), key) {
             Ordering::Less => lo = mid + 1,
             Ordering::Greater => hi = mid,
             Ordering::Equal => return Ok(mid),
@@ -707,6 +708,7 @@ const MAX_PAGE_SIZE: usize =
 
 /// Marks bytes `start..end` as taken in a one-bit-per-byte map; false if
 /// any of them already was.
+#[inline]
 fn claim_bytes(taken: &mut [u64], start: usize, end: usize) -> bool {
     let mut at = start;
     while at < end {
@@ -767,7 +769,7 @@ pub fn check_node(b: &[u8]) -> Result<(), String> {
     if low_len > maxk || high.map_or(0, |h| h.len()) > maxk {
         return Err(format!("fence longer than {maxk} bytes"));
     }
-    if high.is_some_and(|h| low >= h) {
+    if high.is_some_and(|h| !less(low, h)) {
         return Err("low fence is not below the high fence".into());
     }
     if leaf != (level == 0) {
@@ -800,9 +802,11 @@ pub fn check_node(b: &[u8]) -> Result<(), String> {
         }
         let key = &b[off + hdr..off + hdr + k];
         match prev {
-            Some(pk) if pk >= key => return Err(format!("slot {i}: key not above the previous")),
+            Some(pk) if !less(pk, key) => {
+                return Err(format!("slot {i}: key not above the previous"))
+            }
             None if !leaf && key != low => return Err("inner key 0 is not the low fence".into()),
-            None if key < low => return Err("slot 0: key below the low fence".into()),
+            None if less(key, low) => return Err("slot 0: key below the low fence".into()),
             _ => {}
         }
         prev = Some(key);
@@ -812,7 +816,7 @@ pub fn check_node(b: &[u8]) -> Result<(), String> {
         used += len;
     }
     if let (Some(last), Some(h)) = (prev, high) {
-        if last >= h {
+        if !less(last, h) {
             return Err("last key not below the high fence".into());
         }
     }
