@@ -1,5 +1,6 @@
 //! The clustered B+tree: one per table, keys and rows as bytes.
 //!
+//! - [`key_order`]: the order of keys, compared without a call per key;
 //! - [`node`]: the on-page format of nodes and the pure changes on them;
 //! - [`meta`]: the meta page (root, height, allocation, free blocks);
 //! - [`tree`]: descents with latch coupling, point reads and scans;
@@ -13,6 +14,7 @@
 //! leaves, in page order, and nothing else. No latch is held across a WAL
 //! flush or another page's disk read.
 
+pub mod key_order;
 pub mod meta;
 pub mod node;
 pub mod ops;

@@ -44,6 +44,7 @@
 //! The special area always ends exactly at the end of the page, so its size
 //! is `8 + low_len + high_len` (high_len counted as 0 when absent).
 
+use super::key_order::{compare, less};
 use crate::page::{
     init_page, lower_upper, read_header, set_lower_upper, PageKind, OFF_BLOCK, OFF_FILE_ID,
     OFF_KIND, OFF_LAYOUT_VERSION, OFF_SPECIAL, PAGE_HEADER_SIZE,
@@ -244,7 +245,7 @@ pub fn high_fence(b: &[u8]) -> Option<&[u8]> {
 
 /// True if `key` lies in `[low, high)`.
 pub fn covers(b: &[u8], key: &[u8]) -> bool {
-    key >= low_fence(b) && high_fence(b).is_none_or(|h| key < h)
+    !less(key, low_fence(b)) && high_fence(b).is_none_or(|h| less(key, h))
 }
 
 /// Binary search over the keys, like `slice::binary_search`.
@@ -252,7 +253,7 @@ pub fn search(b: &[u8], key: &[u8]) -> Result<usize, usize> {
     let (mut lo, mut hi) = (0, count(b));
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        match key_at(b, mid).cmp(key) {
+        match compare(key_at(b, mid), key) {
             Ordering::Less => lo = mid + 1,
             Ordering::Greater => hi = mid,
             Ordering::Equal => return Ok(mid),
@@ -702,6 +703,31 @@ fn get_bytes<'a>(b: &'a [u8], start: usize, len: usize, what: &str) -> Result<&'
 /// Fully validates a node read from disk: header kind, pointers, special
 /// area, every slot and cell, key order, fences and space accounting. Never
 /// panics. After it passes, every accessor and change here is safe.
+const MAX_PAGE_SIZE: usize =
+    crate::settings::PAGE_SIZES[crate::settings::PAGE_SIZES.len() - 1] as usize;
+
+/// Marks bytes `start..end` as taken in a one-bit-per-byte map; false if
+/// any of them already was.
+#[inline]
+fn claim_bytes(taken: &mut [u64], start: usize, end: usize) -> bool {
+    let mut at = start;
+    while at < end {
+        let (word, bit) = (at / 64, at % 64);
+        let bits = (end - at).min(64 - bit);
+        let mask = if bits == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << bits) - 1) << bit
+        };
+        if taken[word] & mask != 0 {
+            return false;
+        }
+        taken[word] |= mask;
+        at += bits;
+    }
+    true
+}
+
 pub fn check_node(b: &[u8]) -> Result<(), String> {
     let p = b.len();
     if !crate::settings::PAGE_SIZES.contains(&(p as u32)) {
@@ -743,7 +769,7 @@ pub fn check_node(b: &[u8]) -> Result<(), String> {
     if low_len > maxk || high.map_or(0, |h| h.len()) > maxk {
         return Err(format!("fence longer than {maxk} bytes"));
     }
-    if high.is_some_and(|h| low >= h) {
+    if high.is_some_and(|h| !less(low, h)) {
         return Err("low fence is not below the high fence".into());
     }
     if leaf != (level == 0) {
@@ -754,7 +780,9 @@ pub fn check_node(b: &[u8]) -> Result<(), String> {
         return Err("inner node without entries".into());
     }
     let hdr = if leaf { LEAF_HDR } else { INNER_HDR };
-    let mut cells = Vec::with_capacity(n);
+    // One bit per byte of the page: a cell claims its bytes, so an overlap
+    // shows without sorting the cells (linear in the page, no allocation).
+    let mut taken = [0u64; MAX_PAGE_SIZE / 64];
     let mut used = 0usize;
     let mut prev: Option<&[u8]> = None;
     for i in 0..n {
@@ -774,24 +802,22 @@ pub fn check_node(b: &[u8]) -> Result<(), String> {
         }
         let key = &b[off + hdr..off + hdr + k];
         match prev {
-            Some(pk) if pk >= key => return Err(format!("slot {i}: key not above the previous")),
+            Some(pk) if !less(pk, key) => {
+                return Err(format!("slot {i}: key not above the previous"))
+            }
             None if !leaf && key != low => return Err("inner key 0 is not the low fence".into()),
-            None if key < low => return Err("slot 0: key below the low fence".into()),
+            None if less(key, low) => return Err("slot 0: key below the low fence".into()),
             _ => {}
         }
         prev = Some(key);
-        cells.push((off, len));
+        if !claim_bytes(&mut taken, off, off + len) {
+            return Err(format!("slot {i}: cell at {off} overlaps another cell"));
+        }
         used += len;
     }
     if let (Some(last), Some(h)) = (prev, high) {
-        if last >= h {
+        if !less(last, h) {
             return Err("last key not below the high fence".into());
-        }
-    }
-    cells.sort_unstable();
-    for w in cells.windows(2) {
-        if w[0].0 + w[0].1 > w[1].0 {
-            return Err(format!("cells at {} and {} overlap", w[0].0, w[1].0));
         }
     }
     if used + frag != sp - up {

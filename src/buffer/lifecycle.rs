@@ -13,6 +13,13 @@ use crate::file::Issuer;
 use crate::page::{page_lsn, verify_page, PageError, PageState};
 use std::sync::atomic::Ordering::*;
 
+/// How many dirty eviction candidates (unpinned, usage 0) one clock sweep
+/// passes over in search of a clean one before it writes a dirty one. The
+/// bound matters when nearly every frame is dirty (a write-heavy load on a
+/// small pool): an unbounded preference would walk the pool on every miss
+/// (it cost a third of the engine's CPU under oltp_write_only).
+const DIRTY_VICTIMS_SKIPPED: usize = 8;
+
 impl BufferPool {
     /// Pins the frame mapped to `id`, whatever its state; the page table's
     /// shard mutex makes the lookup and the pin one step, so the frame
@@ -227,7 +234,8 @@ impl BufferPool {
             });
         }
         let n = self.frames.len();
-        for step in 0..n * (MAX_USAGE as usize + 4) {
+        let mut dirty_skipped = 0;
+        for _ in 0..n * (MAX_USAGE as usize + 4) {
             let idx = self.clock_hand.fetch_add(1, Relaxed) % n;
             let f = &self.frames[idx];
             if f.pins.load(Acquire) != 0 || f.state.load(Acquire) != VALID {
@@ -237,10 +245,11 @@ impl BufferPool {
                 f.usage.fetch_sub(1, Relaxed);
                 continue;
             }
-            // Prefer clean frames for the first sweeps: a dirty victim
-            // costs a WAL flush and a write in the foreground.
+            // Prefer a clean victim (a dirty one costs a WAL flush and a
+            // write in the foreground), but only for a few candidates.
             let dirty = f.is_dirty();
-            if dirty && step < 2 * n {
+            if dirty && dirty_skipped < DIRTY_VICTIMS_SKIPPED {
+                dirty_skipped += 1;
                 continue;
             }
             if f.pins.compare_exchange(0, 1, AcqRel, Acquire).is_err() {

@@ -13,7 +13,8 @@
 //! - Every read from disk is verified (checksum, address, header, and the
 //!   node validator): a failure is an error naming file and block, never
 //!   data handed to a caller.
-//! - Replacement is a clock sweep that prefers clean frames.
+//! - Replacement is a clock sweep that prefers clean frames, within a bound
+//!   (`DIRTY_VICTIMS_SKIPPED`).
 
 mod frame;
 mod guard;
@@ -28,9 +29,8 @@ use crate::error::{Error, Result};
 use crate::file::Issuer;
 use crate::settings::ChecksumAlgorithm;
 use crate::Lsn;
-use frame::Frame;
+use frame::{Frame, PageMap};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
@@ -61,7 +61,7 @@ pub struct BufferStats {
 /// The buffer pool.
 pub struct BufferPool {
     frames: Box<[Frame]>,
-    shards: Vec<Mutex<HashMap<PageId, usize>>>,
+    shards: Vec<Mutex<PageMap<usize>>>,
     free: Mutex<Vec<usize>>,
     clock_hand: AtomicUsize,
     page_size: usize,
@@ -137,7 +137,9 @@ impl BufferPool {
         }
         Ok(BufferPool {
             frames: (0..nframes).map(|_| Frame::new(page_size)).collect(),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(PageMap::default()))
+                .collect(),
             free: Mutex::new((0..nframes).rev().collect()),
             clock_hand: AtomicUsize::new(0),
             page_size,
@@ -181,7 +183,7 @@ impl BufferPool {
         self.damaged.lock().clone()
     }
 
-    fn shard(&self, id: PageId) -> &Mutex<HashMap<PageId, usize>> {
+    fn shard(&self, id: PageId) -> &Mutex<PageMap<usize>> {
         let h = (id.file_id as usize).wrapping_mul(0x9E37_79B9) ^ id.block as usize;
         &self.shards[h % SHARDS]
     }

@@ -22,7 +22,7 @@ use crate::stats::{IoOp, IoStats};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -121,8 +121,12 @@ struct Shared<'a> {
     db: &'a Database,
     workload: &'a dyn Workload,
     tables: Tables,
-    measure_start: Instant,
     end: Instant,
+    /// Set by the sampler once it has read the counters the run is
+    /// measured from: a transaction counts only if it began after that, so
+    /// that its WAL, I/O and CPU fall in the same window (the sampler may
+    /// wake late on a busy machine).
+    measuring: AtomicBool,
     stop: AtomicBool,
     failed: Mutex<Option<Error>>,
     seconds: Vec<Mutex<Second>>,
@@ -137,6 +141,7 @@ impl Shared<'_> {
             retries: 0,
         };
         while !self.stop.load(Relaxed) {
+            let counted = self.measuring.load(Acquire);
             let t0 = Instant::now();
             if t0 >= self.end {
                 break;
@@ -163,7 +168,7 @@ impl Shared<'_> {
                 }
             };
             let t1 = Instant::now();
-            if t0 < self.measure_start {
+            if !counted {
                 continue;
             }
             totals.retries += retries;
@@ -301,8 +306,8 @@ pub fn run_once(
         db,
         workload,
         tables,
-        measure_start,
         end: measure_start + spec.duration,
+        measuring: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         failed: Mutex::new(None),
         seconds: (0..spec.clients)
@@ -324,6 +329,7 @@ pub fn run_once(
         // The calling thread is the sampler.
         if shared.sleep_until(measure_start) {
             let base = Counters::read(db);
+            shared.measuring.store(true, Release);
             let mut ser = Series::new(db, measure_start, base);
             let mut tick = 1u32;
             loop {

@@ -25,6 +25,9 @@ use lock::RowId;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+/// Rows a scan's buffer is sized for up front (a larger scan grows it).
+const SCAN_PREALLOCATED_ROWS: usize = 1024;
+
 /// A transaction. Dropping it without [`Transaction::commit`] aborts it.
 pub struct Transaction<'db> {
     pub(crate) db: &'db Inner,
@@ -204,7 +207,7 @@ impl<'db> Transaction<'db> {
             .collect();
         // Committed rows, enough to fill `limit` after our deletes.
         let want = limit.saturating_add(mine.len());
-        let mut committed = Vec::new();
+        let mut committed = Vec::with_capacity(want.min(SCAN_PREALLOCATED_ROWS));
         self.tree(table).scan(start, Issuer::Client, |k, v| {
             if !in_range(k) || committed.len() >= want {
                 return false;
@@ -212,22 +215,31 @@ impl<'db> Transaction<'db> {
             committed.push((k.to_vec(), v.to_vec()));
             true
         })?;
+        if mine.is_empty() {
+            committed.truncate(limit);
+            return Ok(committed);
+        }
+        // Merge, moving the committed rows (each was copied once, above).
         let mut out = Vec::with_capacity(limit.min(committed.len() + mine.len()));
-        let (mut i, mut j) = (0, 0);
-        while out.len() < limit && (i < committed.len() || j < mine.len()) {
-            let take_mine =
-                j < mine.len() && (i >= committed.len() || *mine[j].0 <= committed[i].0);
+        let mut committed = committed.into_iter().peekable();
+        let mut mine = mine.into_iter().peekable();
+        while out.len() < limit {
+            let take_mine = match (mine.peek(), committed.peek()) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((mk, _)), Some((ck, _))) => **mk <= *ck,
+            };
             if take_mine {
-                if i < committed.len() && *mine[j].0 == committed[i].0 {
-                    i += 1;
+                let (key, change) = mine.next().expect("peeked");
+                if committed.peek().is_some_and(|(ck, _)| ck == key) {
+                    committed.next(); // our write replaces the committed row
                 }
-                if let RowChange::Put(v) = mine[j].1 {
-                    out.push((mine[j].0.clone(), v.clone()));
+                if let RowChange::Put(v) = change {
+                    out.push((key.clone(), v.clone()));
                 }
-                j += 1;
             } else {
-                out.push(committed[i].clone());
-                i += 1;
+                out.push(committed.next().expect("peeked"));
             }
         }
         Ok(out)
