@@ -5,14 +5,15 @@
 //! versions it could have had whole: its durable bytes before the crash,
 //! or what a write since its file's last fsync gave it (the
 //! [`TripwireFs`](super::tripwire::TripwireFs) keeps those writes). Each
-//! torn page is then checked as a read would check it: the share caught is
-//! the checksum's detection rate.
+//! torn page is then checked as a read would check it (checksum, header, and
+//! an all-zero page inside the file refused): the share caught is the
+//! detection rate.
 
 use super::run::{data_dir, Damage, Iteration, DB_DIR};
 use crate::db::Database;
 use crate::file::segmented::parse_segment_name;
 use crate::file::FileSystem;
-use crate::page::verify_page;
+use crate::page::{verify_page, PageState};
 use crate::settings::TornPageProtection;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -96,8 +97,13 @@ impl Iteration<'_> {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if let Some((file_id, segment)) = parse_segment_name(name) {
                 let block = (segment * per_segment + p) as u32;
+                // As a read checks it: the checksum and header, and an
+                // all-zero page inside the file is refused as a lost write.
                 let caught = unreadable
-                    || verify_page(&now, settings.data_checksums, file_id, block).is_err();
+                    || !matches!(
+                        verify_page(&now, settings.data_checksums, file_id, block),
+                        Ok(PageState::Valid)
+                    );
                 self.c.torn_pages_caught_by_checksum += caught as u64;
             }
         }

@@ -89,8 +89,9 @@ pub struct ModeReport {
     /// the old nor the new bytes).
     pub torn_data_writes: u64,
     pub torn_pages_injected: u64,
-    /// Of the pages torn, how many failed their checks right after the
-    /// crash (before recovery): the checksum's catch.
+    /// Of the pages torn, how many failed the checks a read makes right
+    /// after the crash (before recovery): checksum and header, and an
+    /// all-zero page inside the file (a sector zeroed can leave one).
     pub torn_pages_caught_by_checksum: u64,
     /// Pages recovery restored from full images in the WAL, and the damaged
     /// pages among them.
@@ -318,7 +319,7 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
     if let Some(rate) = m.detection_rate() {
         let missed = m.torn_pages_injected - m.torn_pages_caught_by_checksum;
         s.push_str(&format!(
-            "  torn pages caught by their checksum: {}/{} ({:.4}%), {missed} missed; expected miss rate about {:.2e}\n",
+            "  torn pages caught by the checks of a read (checksum, header, all-zero page): {}/{} ({:.4}%), {missed} missed; the checksum's expected miss rate about {:.2e}\n",
             m.torn_pages_caught_by_checksum,
             m.torn_pages_injected,
             rate * 100.0,
