@@ -512,7 +512,7 @@ fn an_unreadable_sector_ends_the_wal_at_the_last_record_before_it() {
     sim.create_dir_all(dir).unwrap();
     let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
     let wal = Wal::create(fs.clone(), dir, cfg(1)).unwrap();
-    let recs = insert_all(&wal, &[24; 40], 0);
+    let recs = insert_all(&wal, &[24; 38], 0);
     drop(wal);
     // Sector 3 (bytes 1536..2048) lies on the second 1 KB page.
     let bad = 3 * 512;
@@ -533,6 +533,21 @@ fn an_unreadable_sector_ends_the_wal_at_the_last_record_before_it() {
         matches!(why, EndOfWal::Unreadable { page, .. } if page == Lsn(BS)),
         "{why}"
     );
+    // A sector past the last record, zeros whatever it holds: read around
+    // it, every record is there.
+    let last_end = recs.last().unwrap().1 .0;
+    let beyond = last_end / 512 + 1;
+    assert!(
+        beyond * 512 < (last_end / BS + 1) * BS,
+        "on the last page: {last_end}"
+    );
+    sim.update_faults(|f| {
+        f.read_eio_on.clear();
+        f.read_eio_on.insert((segment_path(dir, 0), beyond));
+    });
+    let mut r = WalReader::new(fs.clone(), dir, &cfg(0), Lsn(0)).unwrap();
+    assert_eq!(r.read_to_end().unwrap().len(), recs.len());
+    assert_eq!(r.end().unwrap().0, Lsn(last_end));
     // The header's sector unreadable: the WAL ends at the page's start.
     sim.update_faults(|f| {
         f.read_eio_on.clear();
@@ -544,4 +559,32 @@ fn an_unreadable_sector_ends_the_wal_at_the_last_record_before_it() {
     assert_eq!(end, Db::end_of(&recs, BS), "{why}");
     assert_eq!(got.len(), recs.iter().filter(|r| r.1 .0 <= BS).count());
     assert!(matches!(why, EndOfWal::Unreadable { .. }), "{why}");
+}
+
+/// An unreadable sector whose bytes were zeros (a zero run in a payload)
+/// costs nothing: it reads as zeros, and the record's CRC confirms it.
+#[test]
+fn an_unreadable_sector_of_zeros_is_read_around() {
+    use untorn::file::sim::SimFileSystem;
+    let sim = SimFileSystem::new(Arc::new(untorn::stats::IoStats::default()));
+    let dir = Path::new("/sim/wal");
+    sim.create_dir_all(dir).unwrap();
+    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
+    let wal = Wal::create(fs.clone(), dir, cfg(1)).unwrap();
+    // Record 0's payload is 1200 zero bytes: sector 1 (512..1024) lies in it.
+    let recs = insert_all(&wal, &[1200, 24, 24, 24], 0);
+    drop(wal);
+    assert!(recs[0].0 .0 < 512 && recs[0].1 .0 > 1024);
+    sim.update_faults(|f| {
+        f.read_eio_on.insert((segment_path(dir, 0), 1));
+    });
+    let mut r = WalReader::new(fs, dir, &cfg(0), Lsn(0)).unwrap();
+    let got = r.read_to_end().unwrap();
+    assert_eq!(
+        got.len(),
+        recs.len(),
+        "ended because: {}",
+        r.end().unwrap().1
+    );
+    assert_eq!(r.end().unwrap().0, recs.last().unwrap().1);
 }

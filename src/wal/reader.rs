@@ -87,8 +87,8 @@ impl From<EndOfWal> for Stop {
 struct Page {
     start: u64,
     bytes: Vec<u8>,
-    /// The offset in the page of its first unreadable sector (from there
-    /// on, the bytes are zeros), and the error.
+    /// The offset in the page of its first unreadable sector (unreadable
+    /// sectors read as zeros), and the error.
     unreadable: Option<(u64, String)>,
 }
 
@@ -201,7 +201,7 @@ impl WalReader {
                     Some((page, at, error)) if !matches!(why, EndOfWal::Unreadable { .. }) => {
                         EndOfWal::Unreadable {
                             page: Lsn(page),
-                            error: format!("{error} from byte {at} of the page on ({why} there)"),
+                            error: format!("{error} at byte {at} of the page ({why})"),
                         }
                     }
                     _ => why,
@@ -401,33 +401,23 @@ impl WalReader {
             .take()
             .map(|pg| pg.bytes)
             .unwrap_or_else(|| vec![0u8; geo.block as usize]);
-        let mut unreadable = None;
-        let n = match file.read_at(&mut bytes, geo.segment_offset(p), self.who) {
-            // A sector a write was cut off in at a power loss may fail
-            // reads. The WAL ends at the first unreadable sector, not at
-            // the start of its page: the records before it on the page may
-            // be acknowledged commits. (Damage before the last checkpoint
-            // record is caught by the caller, which knows where it lies.)
-            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EIO) => {
-                let (readable, error) = salvage(
-                    file.as_ref(),
-                    &mut bytes,
-                    geo.segment_offset(p),
-                    self.who,
-                    source,
-                )?;
-                if readable < geo.header_len(p) as usize {
-                    return Err(EndOfWal::Unreadable {
-                        page: Lsn(p),
-                        error,
-                    }
-                    .into());
+        // A sector a write was cut off in at a power loss may fail reads.
+        // The page is read around it, not given up whole: the records
+        // before it may be acknowledged commits, and the first record that
+        // needed its bytes ends the WAL by its CRC. (Damage before the last
+        // checkpoint record is caught by the caller, which knows where that
+        // record lies.)
+        let (n, unreadable) =
+            read_around_unreadable(file.as_ref(), &mut bytes, geo.segment_offset(p), self.who)?;
+        if let Some((at, error)) = &unreadable {
+            if *at < geo.header_len(p) {
+                return Err(EndOfWal::Unreadable {
+                    page: Lsn(p),
+                    error: error.clone(),
                 }
-                unreadable = Some((readable as u64, error));
-                bytes.len()
+                .into());
             }
-            res => res?,
-        };
+        }
         if n < bytes.len() {
             let len = file.len()?;
             return Err(EndOfWal::ShortSegment {
@@ -557,30 +547,41 @@ impl WalReader {
     }
 }
 
-/// Reads a page that failed with EIO again, a sector at a time: the
-/// sectors before the first unreadable one are kept, the rest become
-/// zeros. Returns how many bytes were readable and the error.
-fn salvage(
+/// Reads `buf` at `offset`. Where that fails with EIO, reads it again a
+/// sector at a time, and a sector that fails reads as zeros: a guess the
+/// record CRCs check (a record that had other bytes there fails its CRC and
+/// ends the WAL; one whose bytes there were zeros, padding or a zero run in
+/// a payload, is intact). Returns the bytes read and, if a sector failed,
+/// the offset in `buf` of the first one and the error.
+pub(crate) fn read_around_unreadable(
     file: &dyn File,
-    page: &mut [u8],
+    buf: &mut [u8],
     offset: u64,
     who: Issuer,
-    first_error: std::io::Error,
-) -> std::result::Result<(usize, String), Stop> {
-    let mut error = first_error.to_string();
-    let mut readable = 0;
-    while readable < page.len() {
-        let piece = &mut page[readable..readable + SALVAGE_UNIT];
-        match file.read_at(piece, offset + readable as u64, who) {
-            Ok(n) if n == SALVAGE_UNIT => readable += SALVAGE_UNIT,
-            Ok(_) => break,
-            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EIO) => {
-                error = source.to_string();
-                break;
-            }
-            Err(e) => return Err(e.into()),
-        }
+) -> Result<(usize, Option<(u64, String)>)> {
+    let is_eio = |e: &Error| matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::EIO));
+    match file.read_at(buf, offset, who) {
+        Err(e) if is_eio(&e) => {}
+        res => return res.map(|n| (n, None)),
     }
-    page[readable..].fill(0);
-    Ok((readable, error))
+    let mut first: Option<(u64, String)> = None;
+    let mut at = 0;
+    while at < buf.len() {
+        let end = (at + SALVAGE_UNIT).min(buf.len());
+        match file.read_at(&mut buf[at..end], offset + at as u64, who) {
+            Ok(n) if at + n < end => {
+                // The file ends here.
+                buf[at + n..].fill(0);
+                return Ok((at + n, first));
+            }
+            Ok(_) => {}
+            Err(e) if is_eio(&e) => {
+                buf[at..end].fill(0);
+                first.get_or_insert((at as u64, e.to_string()));
+            }
+            Err(e) => return Err(e),
+        }
+        at = end;
+    }
+    Ok((buf.len(), first))
 }

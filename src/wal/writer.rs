@@ -387,8 +387,7 @@ impl Wal {
 }
 
 /// Reads the block holding `end` (mid-block) up to `end`; the rest stays
-/// zero. Bytes past `end` are not read: they may lie in a sector a write was
-/// cut off in at the crash, which may fail reads until rewritten.
+/// zero.
 fn read_partial_block(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -400,11 +399,23 @@ fn read_partial_block(
     let path = segment::segment_path(dir, geo.segment_of(end));
     let file = fs.open(&path, FileKind::Wal, OpenOptions::read_only())?;
     let mut block = vec![0u8; geo.block as usize];
-    file.read_exact_at(
-        &mut block[..geo.page_offset(end) as usize],
+    // Read as the reader read it: an unreadable sector below `end` was
+    // zeros, or a record's CRC would have ended the WAL before it. The
+    // rewrite puts those zeros back on a readable sector.
+    let flushed = geo.page_offset(end) as usize;
+    let (n, _) = super::reader::read_around_unreadable(
+        file.as_ref(),
+        &mut block[..flushed],
         geo.segment_offset(page_start),
         Issuer::WalWriter,
     )?;
+    if n < flushed {
+        return Err(Error::corruption(
+            &path,
+            format!("LSN {}", Lsn(page_start)),
+            format!("the WAL page holding the end of WAL {} is short", Lsn(end)),
+        ));
+    }
     let header = PageHeader::decode(&block);
     let ok = header.is_some_and(|h| h.magic == PAGE_MAGIC && h.address == page_start);
     if !ok {
