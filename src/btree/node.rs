@@ -45,9 +45,10 @@
 //! is `8 + low_len + high_len` (high_len counted as 0 when absent).
 
 use super::key_order::{compare, less};
+pub use super::node_split::{set_high_fence, split, truncate_right, SplitHint};
 use crate::page::{
     init_page, lower_upper, read_header, set_lower_upper, PageKind, OFF_BLOCK, OFF_FILE_ID,
-    OFF_KIND, OFF_LAYOUT_VERSION, OFF_SPECIAL, PAGE_HEADER_SIZE,
+    OFF_KIND, OFF_SPECIAL, PAGE_HEADER_SIZE,
 };
 use std::cmp::Ordering;
 
@@ -74,17 +75,6 @@ impl std::fmt::Display for NoRoom {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("no room in the node")
     }
-}
-
-/// Where to split a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SplitHint {
-    /// Halve the bytes: random inserts.
-    Middle,
-    /// The key being inserted is beyond every key in the node (ascending
-    /// keys, e.g. pgbench history): keep the left ~90% full, since nothing
-    /// will be inserted there again, and move ~10% right.
-    RightEdge,
 }
 
 /// The longest key (and so fence) a node of `page_size` accepts.
@@ -182,9 +172,17 @@ fn cell_len(b: &[u8], off: usize) -> usize {
         INNER_HDR + k
     }
 }
-fn cell_at(b: &[u8], i: usize) -> &[u8] {
+pub(super) fn cell_at(b: &[u8], i: usize) -> &[u8] {
     let off = slot(b, i);
     bytes(b, off, off + cell_len(b, off))
+}
+/// Page bytes entry `i` takes, its slot included.
+pub(super) fn entry_size(b: &[u8], i: usize) -> usize {
+    SLOT + cell_len(b, slot(b, i))
+}
+/// The node's own block number, from the page header.
+pub(super) fn block(b: &[u8]) -> u32 {
+    rd32(b, OFF_BLOCK)
 }
 
 // ---- accessors ---------------------------------------------------------
@@ -305,7 +303,7 @@ fn init_node(
 }
 
 /// Formats `dst` as an empty node of `src`'s kind, level and file.
-fn init_like(dst: &mut [u8], src: &[u8], block: u32, low: &[u8], high: Option<&[u8]>) {
+pub(super) fn init_like(dst: &mut [u8], src: &[u8], block: u32, low: &[u8], high: Option<&[u8]>) {
     let file_id = rd32(src, OFF_FILE_ID);
     init_node(dst, kind(src), file_id, block, level(src), low, high);
 }
@@ -348,7 +346,7 @@ pub fn make_root_inner(
 
 /// Appends a raw cell after every other (callers keep key order), assuming
 /// contiguous room.
-fn append_cell(b: &mut [u8], cell: &[u8]) {
+pub(super) fn append_cell(b: &mut [u8], cell: &[u8]) {
     let (lo, up) = (lower(b), upper(b));
     assert!(up - lo >= cell.len() + SLOT, "append without room");
     let off = up - cell.len();
@@ -585,108 +583,6 @@ pub fn inner_remove(b: &mut [u8], index: usize) {
     remove_slot(b, index);
 }
 
-// ---- split ----------------------------------------------------------------
-
-/// Moves the entries from the one at `sep` up into a fresh `right` node
-/// (block `right_block`, same kind, level and file) and truncates `left` at
-/// it; returns `sep`, the new fence between them, which the parent gets via
-/// [`inner_insert`]. Both nodes end up compacted.
-///
-/// With [`SplitHint::Middle`] the bytes are balanced, so each half holds at
-/// most half the cells plus half a cell: given the size limits, the change
-/// that did not fit then fits in whichever half covers its key. With
-/// [`SplitHint::RightEdge`] the left keeps ~90% and only a key beyond all the
-/// old ones is guaranteed to fit (in the right half).
-pub fn split(left: &mut [u8], right: &mut [u8], right_block: u32, hint: SplitHint) -> Vec<u8> {
-    assert_eq!(left.len(), right.len(), "split across page sizes");
-    let n = count(left);
-    assert!(n >= 2, "split of a node with {n} entries");
-    let m = split_point(left, hint);
-    let sep = key_at(left, m).to_vec();
-    let high = high_fence(left).map(|h| h.to_vec());
-    init_like(right, left, right_block, &sep, high.as_deref());
-    for i in m..n {
-        append_cell(right, cell_at(left, i));
-    }
-    truncate_right(left, &sep);
-    sep
-}
-
-/// Keeps only the entries with keys below `sep` and makes `sep` the high
-/// fence: the left half of a split, as redo replays it from the page alone.
-/// Keeps the page's LSN, checksum and flags; the result is compacted.
-pub fn truncate_right(b: &mut [u8], sep: &[u8]) {
-    assert!(
-        sep > low_fence(b) && high_fence(b).is_none_or(|h| sep < h),
-        "separator outside the node"
-    );
-    let m = match search(b, sep) {
-        Ok(m) | Err(m) => m,
-    };
-    let old = b.to_vec();
-    init_like(b, &old, rd32(&old, OFF_BLOCK), low_fence(&old), Some(sep));
-    b[..OFF_LAYOUT_VERSION].copy_from_slice(&old[..OFF_LAYOUT_VERSION]);
-    for i in 0..m {
-        append_cell(b, cell_at(&old, i));
-    }
-}
-
-/// Replaces the high fence, keeping every entry: a leaf that takes over the
-/// key range of an emptied right neighbour. `Err(NoRoom)` (page unchanged)
-/// if the longer fence does not fit, or if an entry would fall outside it.
-pub fn set_high_fence(b: &mut [u8], high: Option<&[u8]>) -> Result<(), NoRoom> {
-    let n = count(b);
-    if n > 0 && high.is_some_and(|h| key_at(b, n - 1) >= h) {
-        return Err(NoRoom);
-    }
-    let cells: usize = (0..n).map(|i| SLOT + cell_len(b, slot(b, i))).sum();
-    if NODE_FIXED_BYTES + low_fence(b).len() + high.map_or(0, |h| h.len()) + cells > b.len() {
-        return Err(NoRoom);
-    }
-    let old = b.to_vec();
-    init_like(b, &old, rd32(&old, OFF_BLOCK), low_fence(&old), high);
-    b[..OFF_LAYOUT_VERSION].copy_from_slice(&old[..OFF_LAYOUT_VERSION]);
-    for i in 0..n {
-        append_cell(b, cell_at(&old, i));
-    }
-    Ok(())
-}
-
-/// The index of the first entry that moves right, in `1..count`.
-fn split_point(b: &[u8], hint: SplitHint) -> usize {
-    let n = count(b);
-    let mut prefix = Vec::with_capacity(n + 1);
-    prefix.push(0usize);
-    for i in 0..n {
-        let p = prefix[i] + SLOT + cell_len(b, slot(b, i));
-        prefix.push(p);
-    }
-    let total = prefix[n];
-    let fixed = PAGE_HEADER_SIZE + SP_FIXED;
-    let (low, high) = (low_fence(b).len(), high_fence(b).map_or(0, |h| h.len()));
-    // Page bytes each half would use if entry m were the first moved.
-    let left_size = |m: usize| fixed + low + key_at(b, m).len() + prefix[m];
-    let right_size = |m: usize| fixed + key_at(b, m).len() + high + total - prefix[m];
-    let m = match hint {
-        SplitHint::Middle => (1..n)
-            .min_by_key(|&m| left_size(m).max(right_size(m)))
-            .expect("n >= 2"),
-        SplitHint::RightEdge => {
-            let target = total * 9 / 10;
-            let mut m = (1..n).find(|&m| prefix[m] >= target).unwrap_or(n - 1);
-            while m > 1 && left_size(m) > b.len() {
-                m -= 1;
-            }
-            m
-        }
-    };
-    assert!(
-        left_size(m) <= b.len() && right_size(m) <= b.len(),
-        "split halves overflow"
-    );
-    m
-}
-
 // ---- validation -------------------------------------------------------------
 
 fn get16(b: &[u8], off: usize, what: &str) -> Result<usize, String> {
@@ -831,4 +727,4 @@ pub fn check_node(b: &[u8]) -> Result<(), String> {
 
 #[cfg(test)]
 #[path = "node_tests.rs"]
-mod tests;
+pub(super) mod tests;
