@@ -2,6 +2,8 @@
 //!
 //! - [`key_order`]: the order of keys, compared without a call per key;
 //! - [`node`]: the on-page format of nodes and the pure changes on them;
+//! - [`node_split`]: splitting a node and moving its high fence (pure too);
+//! - [`node_check`]: validation of a node read from disk;
 //! - [`meta`]: the meta page (root, height, allocation, free blocks);
 //! - [`tree`]: descents with latch coupling, point reads and scans;
 //! - [`smo`]: structure changes (create, split), each its own atomic,
@@ -17,6 +19,8 @@
 pub mod key_order;
 pub mod meta;
 pub mod node;
+pub mod node_check;
+pub mod node_split;
 pub mod ops;
 pub mod smo;
 pub mod tree;

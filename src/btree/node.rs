@@ -45,26 +45,28 @@
 //! is `8 + low_len + high_len` (high_len counted as 0 when absent).
 
 use super::key_order::{compare, less};
+pub use super::node_check::check_node;
+pub use super::node_split::{set_high_fence, split, truncate_right, SplitHint};
 use crate::page::{
-    init_page, lower_upper, read_header, set_lower_upper, PageKind, OFF_BLOCK, OFF_FILE_ID,
-    OFF_KIND, OFF_LAYOUT_VERSION, OFF_SPECIAL, PAGE_HEADER_SIZE,
+    init_page, lower_upper, set_lower_upper, PageKind, OFF_BLOCK, OFF_FILE_ID, OFF_KIND,
+    OFF_SPECIAL, PAGE_HEADER_SIZE,
 };
 use std::cmp::Ordering;
 
 // Offsets inside the special area.
-const SP_LEVEL: usize = 0;
-const SP_FRAG: usize = 2;
-const SP_LOW_LEN: usize = 4;
-const SP_LOW: usize = 6;
+pub(super) const SP_LEVEL: usize = 0;
+pub(super) const SP_FRAG: usize = 2;
+pub(super) const SP_LOW_LEN: usize = 4;
+pub(super) const SP_LOW: usize = 6;
 /// The special area's fixed part: level, frag, low_len, high_len.
 const SP_FIXED: usize = 8;
 /// Bytes of every node that are neither cells, slots nor fence keys: the
 /// page header and the special area's fixed fields.
 pub const NODE_FIXED_BYTES: usize = PAGE_HEADER_SIZE + SP_FIXED;
 const NO_HIGH: u16 = 0xFFFF;
-const SLOT: usize = 2;
-const LEAF_HDR: usize = 4;
-const INNER_HDR: usize = 6;
+pub(super) const SLOT: usize = 2;
+pub(super) const LEAF_HDR: usize = 4;
+pub(super) const INNER_HDR: usize = 6;
 
 /// A change does not fit in the node even after compaction: split it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,17 +76,6 @@ impl std::fmt::Display for NoRoom {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("no room in the node")
     }
-}
-
-/// Where to split a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SplitHint {
-    /// Halve the bytes: random inserts.
-    Middle,
-    /// The key being inserted is beyond every key in the node (ascending
-    /// keys, e.g. pgbench history): keep the left ~90% full, since nothing
-    /// will be inserted there again, and move ~10% right.
-    RightEdge,
 }
 
 /// The longest key (and so fence) a node of `page_size` accepts.
@@ -182,9 +173,17 @@ fn cell_len(b: &[u8], off: usize) -> usize {
         INNER_HDR + k
     }
 }
-fn cell_at(b: &[u8], i: usize) -> &[u8] {
+pub(super) fn cell_at(b: &[u8], i: usize) -> &[u8] {
     let off = slot(b, i);
     bytes(b, off, off + cell_len(b, off))
+}
+/// Page bytes entry `i` takes, its slot included.
+pub(super) fn entry_size(b: &[u8], i: usize) -> usize {
+    SLOT + cell_len(b, slot(b, i))
+}
+/// The node's own block number, from the page header.
+pub(super) fn block(b: &[u8]) -> u32 {
+    rd32(b, OFF_BLOCK)
 }
 
 // ---- accessors ---------------------------------------------------------
@@ -305,7 +304,7 @@ fn init_node(
 }
 
 /// Formats `dst` as an empty node of `src`'s kind, level and file.
-fn init_like(dst: &mut [u8], src: &[u8], block: u32, low: &[u8], high: Option<&[u8]>) {
+pub(super) fn init_like(dst: &mut [u8], src: &[u8], block: u32, low: &[u8], high: Option<&[u8]>) {
     let file_id = rd32(src, OFF_FILE_ID);
     init_node(dst, kind(src), file_id, block, level(src), low, high);
 }
@@ -348,7 +347,7 @@ pub fn make_root_inner(
 
 /// Appends a raw cell after every other (callers keep key order), assuming
 /// contiguous room.
-fn append_cell(b: &mut [u8], cell: &[u8]) {
+pub(super) fn append_cell(b: &mut [u8], cell: &[u8]) {
     let (lo, up) = (lower(b), upper(b));
     assert!(up - lo >= cell.len() + SLOT, "append without room");
     let off = up - cell.len();
@@ -585,250 +584,6 @@ pub fn inner_remove(b: &mut [u8], index: usize) {
     remove_slot(b, index);
 }
 
-// ---- split ----------------------------------------------------------------
-
-/// Moves the entries from the one at `sep` up into a fresh `right` node
-/// (block `right_block`, same kind, level and file) and truncates `left` at
-/// it; returns `sep`, the new fence between them, which the parent gets via
-/// [`inner_insert`]. Both nodes end up compacted.
-///
-/// With [`SplitHint::Middle`] the bytes are balanced, so each half holds at
-/// most half the cells plus half a cell: given the size limits, the change
-/// that did not fit then fits in whichever half covers its key. With
-/// [`SplitHint::RightEdge`] the left keeps ~90% and only a key beyond all the
-/// old ones is guaranteed to fit (in the right half).
-pub fn split(left: &mut [u8], right: &mut [u8], right_block: u32, hint: SplitHint) -> Vec<u8> {
-    assert_eq!(left.len(), right.len(), "split across page sizes");
-    let n = count(left);
-    assert!(n >= 2, "split of a node with {n} entries");
-    let m = split_point(left, hint);
-    let sep = key_at(left, m).to_vec();
-    let high = high_fence(left).map(|h| h.to_vec());
-    init_like(right, left, right_block, &sep, high.as_deref());
-    for i in m..n {
-        append_cell(right, cell_at(left, i));
-    }
-    truncate_right(left, &sep);
-    sep
-}
-
-/// Keeps only the entries with keys below `sep` and makes `sep` the high
-/// fence: the left half of a split, as redo replays it from the page alone.
-/// Keeps the page's LSN, checksum and flags; the result is compacted.
-pub fn truncate_right(b: &mut [u8], sep: &[u8]) {
-    assert!(
-        sep > low_fence(b) && high_fence(b).is_none_or(|h| sep < h),
-        "separator outside the node"
-    );
-    let m = match search(b, sep) {
-        Ok(m) | Err(m) => m,
-    };
-    let old = b.to_vec();
-    init_like(b, &old, rd32(&old, OFF_BLOCK), low_fence(&old), Some(sep));
-    b[..OFF_LAYOUT_VERSION].copy_from_slice(&old[..OFF_LAYOUT_VERSION]);
-    for i in 0..m {
-        append_cell(b, cell_at(&old, i));
-    }
-}
-
-/// Replaces the high fence, keeping every entry: a leaf that takes over the
-/// key range of an emptied right neighbour. `Err(NoRoom)` (page unchanged)
-/// if the longer fence does not fit, or if an entry would fall outside it.
-pub fn set_high_fence(b: &mut [u8], high: Option<&[u8]>) -> Result<(), NoRoom> {
-    let n = count(b);
-    if n > 0 && high.is_some_and(|h| key_at(b, n - 1) >= h) {
-        return Err(NoRoom);
-    }
-    let cells: usize = (0..n).map(|i| SLOT + cell_len(b, slot(b, i))).sum();
-    if NODE_FIXED_BYTES + low_fence(b).len() + high.map_or(0, |h| h.len()) + cells > b.len() {
-        return Err(NoRoom);
-    }
-    let old = b.to_vec();
-    init_like(b, &old, rd32(&old, OFF_BLOCK), low_fence(&old), high);
-    b[..OFF_LAYOUT_VERSION].copy_from_slice(&old[..OFF_LAYOUT_VERSION]);
-    for i in 0..n {
-        append_cell(b, cell_at(&old, i));
-    }
-    Ok(())
-}
-
-/// The index of the first entry that moves right, in `1..count`.
-fn split_point(b: &[u8], hint: SplitHint) -> usize {
-    let n = count(b);
-    let mut prefix = Vec::with_capacity(n + 1);
-    prefix.push(0usize);
-    for i in 0..n {
-        let p = prefix[i] + SLOT + cell_len(b, slot(b, i));
-        prefix.push(p);
-    }
-    let total = prefix[n];
-    let fixed = PAGE_HEADER_SIZE + SP_FIXED;
-    let (low, high) = (low_fence(b).len(), high_fence(b).map_or(0, |h| h.len()));
-    // Page bytes each half would use if entry m were the first moved.
-    let left_size = |m: usize| fixed + low + key_at(b, m).len() + prefix[m];
-    let right_size = |m: usize| fixed + key_at(b, m).len() + high + total - prefix[m];
-    let m = match hint {
-        SplitHint::Middle => (1..n)
-            .min_by_key(|&m| left_size(m).max(right_size(m)))
-            .expect("n >= 2"),
-        SplitHint::RightEdge => {
-            let target = total * 9 / 10;
-            let mut m = (1..n).find(|&m| prefix[m] >= target).unwrap_or(n - 1);
-            while m > 1 && left_size(m) > b.len() {
-                m -= 1;
-            }
-            m
-        }
-    };
-    assert!(
-        left_size(m) <= b.len() && right_size(m) <= b.len(),
-        "split halves overflow"
-    );
-    m
-}
-
-// ---- validation -------------------------------------------------------------
-
-fn get16(b: &[u8], off: usize, what: &str) -> Result<usize, String> {
-    b.get(off..off + 2)
-        .map(|s| u16::from_le_bytes([s[0], s[1]]) as usize)
-        .ok_or_else(|| format!("{what} at offset {off} is past the page"))
-}
-
-fn get_bytes<'a>(b: &'a [u8], start: usize, len: usize, what: &str) -> Result<&'a [u8], String> {
-    b.get(start..start + len)
-        .ok_or_else(|| format!("{what} of {len} bytes at offset {start} is past the page"))
-}
-
-/// Fully validates a node read from disk: header kind, pointers, special
-/// area, every slot and cell, key order, fences and space accounting. Never
-/// panics. After it passes, every accessor and change here is safe.
-const MAX_PAGE_SIZE: usize =
-    crate::settings::PAGE_SIZES[crate::settings::PAGE_SIZES.len() - 1] as usize;
-
-/// Marks bytes `start..end` as taken in a one-bit-per-byte map; false if
-/// any of them already was.
-#[inline]
-fn claim_bytes(taken: &mut [u64], start: usize, end: usize) -> bool {
-    let mut at = start;
-    while at < end {
-        let (word, bit) = (at / 64, at % 64);
-        let bits = (end - at).min(64 - bit);
-        let mask = if bits == 64 {
-            u64::MAX
-        } else {
-            ((1u64 << bits) - 1) << bit
-        };
-        if taken[word] & mask != 0 {
-            return false;
-        }
-        taken[word] |= mask;
-        at += bits;
-    }
-    true
-}
-
-pub fn check_node(b: &[u8]) -> Result<(), String> {
-    let p = b.len();
-    if !crate::settings::PAGE_SIZES.contains(&(p as u32)) {
-        return Err(format!("page of {p} bytes"));
-    }
-    let h = read_header(b).map_err(|e| e.to_string())?;
-    if h.page_size as usize != p {
-        return Err(format!("header says {} bytes, buffer has {p}", h.page_size));
-    }
-    let leaf = match h.kind {
-        PageKind::Leaf => true,
-        PageKind::Inner => false,
-        k => return Err(format!("page kind {k:?} is not a B+tree node")),
-    };
-    let (lo, up, sp) = (h.lower as usize, h.upper as usize, h.special as usize);
-    if lo < PAGE_HEADER_SIZE
-        || !(lo - PAGE_HEADER_SIZE).is_multiple_of(SLOT)
-        || lo > up
-        || up > sp
-        || sp > p
-    {
-        return Err(format!("pointers lower {lo}, upper {up}, special {sp}"));
-    }
-    let maxk = max_key_len(p);
-    let level = get16(b, sp + SP_LEVEL, "level")?;
-    let frag = get16(b, sp + SP_FRAG, "frag")?;
-    let low_len = get16(b, sp + SP_LOW_LEN, "low fence length")?;
-    let low = get_bytes(b, sp + SP_LOW, low_len, "low fence")?;
-    let at = sp + SP_LOW + low_len;
-    let high_len = get16(b, at, "high fence length")?;
-    let high = match high_len {
-        0xFFFF => None,
-        n => Some(get_bytes(b, at + 2, n, "high fence")?),
-    };
-    let end = at + 2 + high.map_or(0, |h| h.len());
-    if end != p {
-        return Err(format!("special area at {sp} ends at {end}, not at {p}"));
-    }
-    if low_len > maxk || high.map_or(0, |h| h.len()) > maxk {
-        return Err(format!("fence longer than {maxk} bytes"));
-    }
-    if high.is_some_and(|h| !less(low, h)) {
-        return Err("low fence is not below the high fence".into());
-    }
-    if leaf != (level == 0) {
-        return Err(format!("level {level} in a {:?} node", h.kind));
-    }
-    let n = (lo - PAGE_HEADER_SIZE) / SLOT;
-    if !leaf && n == 0 {
-        return Err("inner node without entries".into());
-    }
-    let hdr = if leaf { LEAF_HDR } else { INNER_HDR };
-    // One bit per byte of the page: a cell claims its bytes, so an overlap
-    // shows without sorting the cells (linear in the page, no allocation).
-    let mut taken = [0u64; MAX_PAGE_SIZE / 64];
-    let mut used = 0usize;
-    let mut prev: Option<&[u8]> = None;
-    for i in 0..n {
-        let off = get16(b, PAGE_HEADER_SIZE + SLOT * i, "slot")?;
-        if off < up || off + hdr > sp {
-            return Err(format!("slot {i}: cell offset {off} outside [{up}, {sp})"));
-        }
-        let k = get16(b, off, "key length")?;
-        let v = if leaf {
-            get16(b, off + 2, "value length")?
-        } else {
-            0
-        };
-        let len = hdr + k + v;
-        if off + len > sp || k > maxk || v > max_value_len(p) {
-            return Err(format!("slot {i}: cell at {off}, key {k} bytes, value {v}"));
-        }
-        let key = &b[off + hdr..off + hdr + k];
-        match prev {
-            Some(pk) if !less(pk, key) => {
-                return Err(format!("slot {i}: key not above the previous"))
-            }
-            None if !leaf && key != low => return Err("inner key 0 is not the low fence".into()),
-            None if less(key, low) => return Err("slot 0: key below the low fence".into()),
-            _ => {}
-        }
-        prev = Some(key);
-        if !claim_bytes(&mut taken, off, off + len) {
-            return Err(format!("slot {i}: cell at {off} overlaps another cell"));
-        }
-        used += len;
-    }
-    if let (Some(last), Some(h)) = (prev, high) {
-        if !less(last, h) {
-            return Err("last key not below the high fence".into());
-        }
-    }
-    if used + frag != sp - up {
-        return Err(format!(
-            "cells {used} + fragmentation {frag} != {} bytes",
-            sp - up
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 #[path = "node_tests.rs"]
-mod tests;
+pub(super) mod tests;

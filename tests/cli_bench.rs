@@ -1,0 +1,99 @@
+//! End-to-end tests of `untorn bench` on the real binary: the JSON report
+//! and the refusal of settings it does not have.
+
+mod common;
+
+use common::untorn;
+use std::ffi::OsStr;
+
+/// `untorn bench` with tiny sizes and durations: the JSON has every field
+/// the issue names, for every (workload, mode); tpcb's invariant is checked
+/// by the run itself (a broken sum fails the command).
+#[test]
+fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let report = dir.path().join("report");
+    let dbs = dir.path().join("dbs");
+    let mut args: Vec<&OsStr> = [
+        "bench",
+        "--workload",
+        "tpcb,oltp_read_write",
+        "--duration",
+        "0.4",
+        "--warmup",
+        "0.1",
+        "--repeat",
+        "2",
+        "--clients",
+        "3",
+        "--tables",
+        "2",
+        "--table-size",
+        "500",
+        "--scale",
+        "1",
+    ]
+    .map(OsStr::new)
+    .to_vec();
+    for (flag, path) in [("--json", &json), ("--report", &report), ("--dir", &dbs)] {
+        args.extend([OsStr::new(flag), path.as_os_str()]);
+    }
+    untorn(args)
+        .expect_code(0)
+        .expect_stdout("vs full_pages")
+        .expect_stdout("vs off");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = v.as_array().unwrap();
+    assert_eq!(results.len(), 4, "2 workloads x 2 modes");
+    for r in results {
+        for field in [
+            "workload",
+            "protection",
+            "tps",
+            "tps_runs",
+            "latency_ms",
+            "wal_bytes_per_txn",
+            "wal_fpi",
+            "dw_page_writes",
+            "dw_fsyncs",
+            "data_writes",
+            "data_fsyncs",
+            "checkpoints",
+            "cpu_us_per_txn",
+            "page_writes_per_txn",
+            "device",
+            "settings",
+        ] {
+            assert!(r.get(field).is_some(), "missing {field} in {r}");
+        }
+        for q in ["avg", "p90", "p99", "max"] {
+            assert!(r["latency_ms"][q].is_number(), "{r}");
+        }
+        assert_eq!(r["tps_runs"].as_array().unwrap().len(), 2);
+        assert!(r["tps"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["settings"]["torn_page_protection"], r["protection"]);
+    }
+    assert!(report.join("index.html").exists());
+}
+
+#[test]
+fn bench_refuses_settings_it_does_not_have() {
+    for args in [
+        ["--protection", "double_writes"],
+        ["--wal-compression", "lz4"],
+        ["--checkpoint-sort", "on"],
+        ["--device", "floppy"],
+        ["--workload", "tpcc"],
+        ["--wal-block-size", "3KB"],
+    ] {
+        let run = untorn(["bench", args[0], args[1]]);
+        run.expect_refused(&[]);
+        let named = args[1] == "3KB" && run.stderr.contains("wal_block_size");
+        assert!(
+            named || run.stderr.contains(args[1]),
+            "{args:?} should be named\n{}",
+            run.context()
+        );
+    }
+}

@@ -1,0 +1,177 @@
+//! What the end-to-end tests of the `untorn` binary share (tests/cli_*.rs):
+//! running the binary and reading what it printed, and filling a database
+//! through the library.
+
+// Each test file is its own crate and uses only part of this module.
+#![allow(dead_code)]
+
+use std::ffi::{OsStr, OsString};
+use std::fs::OpenOptions;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::Command;
+use untorn::{key_u64, Database, Table};
+
+/// The outcome of one run of the binary, printed in full on any failure.
+pub struct Run {
+    pub what: String,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn context(&self) -> String {
+        format!(
+            "command: {}\nexit status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.what, self.code, self.stdout, self.stderr
+        )
+    }
+
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(self.code, Some(code), "{}", self.context());
+        self
+    }
+
+    pub fn expect_stdout(&self, needle: &str) -> &Self {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout should contain {needle:?}\n{}",
+            self.context()
+        );
+        self
+    }
+
+    pub fn expect_stderr(&self, needle: &str) -> &Self {
+        assert!(
+            self.stderr.contains(needle),
+            "stderr should contain {needle:?}\n{}",
+            self.context()
+        );
+        self
+    }
+
+    /// A refusal: exit status 2, a message on stderr, no panic.
+    pub fn expect_refused(&self, needles: &[&str]) -> &Self {
+        self.expect_code(2);
+        assert!(
+            !self.stderr.contains("panicked"),
+            "the tool panicked instead of refusing\n{}",
+            self.context()
+        );
+        assert!(
+            self.stderr.contains("untorn: error:"),
+            "no error message on stderr\n{}",
+            self.context()
+        );
+        for n in needles {
+            self.expect_stderr(n);
+        }
+        self
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON: {e}\n{}", self.context()))
+    }
+
+    /// The JSON on stdout holds `want` at `pointer` (`/settings/page_size`).
+    pub fn expect_json(&self, pointer: &str, want: impl Into<serde_json::Value>) -> &Self {
+        let want = want.into();
+        assert_eq!(
+            self.json().pointer(pointer),
+            Some(&want),
+            "{pointer}\n{}",
+            self.context()
+        );
+        self
+    }
+
+    /// The first line of stdout that starts with `prefix`.
+    pub fn line_starting(&self, prefix: &str) -> &str {
+        self.stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?}\n{}", self.context()))
+    }
+
+    /// How many lines of stdout start with `prefix`.
+    pub fn lines_starting(&self, prefix: &str) -> usize {
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .count()
+    }
+
+    /// The number after `label` on the line of the verify report that
+    /// starts with it.
+    pub fn number_after(&self, label: &str) -> u64 {
+        let line = self.line_starting(label);
+        line[label.len()..]
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{label:?} line {line:?}: {e}\n{}", self.context()))
+    }
+}
+
+pub fn untorn<I, S>(args: I) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().into()).collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_untorn"))
+        .args(&args)
+        .output()
+        .expect("run the untorn binary");
+    Run {
+        what: format!(
+            "untorn {}",
+            args.iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `untorn <command> <dir> <flags>...`: how every tool but bench is called.
+pub fn untorn_on(command: &str, dir: &Path, flags: &[&str]) -> Run {
+    let mut args = vec![OsStr::new(command), dir.as_os_str()];
+    args.extend(flags.iter().map(OsStr::new));
+    untorn(args)
+}
+
+pub fn row(i: u64) -> Vec<u8> {
+    let mut v = format!("row {i:>10}:").into_bytes();
+    v.resize(100, b'v');
+    v
+}
+
+pub fn insert_rows(db: &Database, table: &Table, rows: Range<u64>) {
+    let keys: Vec<u64> = rows.collect();
+    for chunk in keys.chunks(500) {
+        let mut tx = db.begin();
+        for &i in chunk {
+            tx.insert(table, &key_u64(i), &row(i)).expect("insert");
+        }
+        tx.commit().expect("commit");
+    }
+}
+
+pub fn flip_byte(path: &Path, offset: u64) {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open the file to damage");
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, offset).unwrap();
+    b[0] ^= 0x5A;
+    f.write_all_at(&b, offset).unwrap();
+    f.sync_all().unwrap();
+}
