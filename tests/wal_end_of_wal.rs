@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tempfile::TempDir;
 use untorn::file::posix::PosixFileSystem;
+use untorn::file::sim::SimFileSystem;
 use untorn::file::{FileSystem, Issuer};
 use untorn::settings::MB;
 use untorn::wal::format::{RecordHeader, PH_CONT_REMAINING, PH_EPOCH, PH_FLAGS, RECORD_HEADER_LEN};
@@ -501,19 +502,27 @@ fn reasons_say_it_in_words() {
     assert_eq!(text[3], "WAL segment 0000000000000003 does not exist");
 }
 
+const SIM_WAL: &str = "/sim/wal";
+
+/// A WAL of Noop records (as [`build`]) on the simulated file system, whose
+/// sectors can be made to fail reads.
+fn sim_wal(sizes: &[usize]) -> (SimFileSystem, Arc<dyn FileSystem>, Vec<(Lsn, Lsn)>) {
+    let sim = SimFileSystem::new(Arc::new(untorn::stats::IoStats::default()));
+    let dir = Path::new(SIM_WAL);
+    sim.create_dir_all(dir).unwrap();
+    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
+    let wal = Wal::create(fs.clone(), dir, cfg(1)).unwrap();
+    let recs = insert_all(&wal, sizes, 0);
+    (sim, fs, recs)
+}
+
 /// A sector that fails reads (EIO, as one being written at a power loss
 /// may) ends the WAL at the last record before it, not at the start of its
 /// page: the records before it on the page may be acknowledged commits.
 #[test]
 fn an_unreadable_sector_ends_the_wal_at_the_last_record_before_it() {
-    use untorn::file::sim::SimFileSystem;
-    let sim = SimFileSystem::new(Arc::new(untorn::stats::IoStats::default()));
-    let dir = Path::new("/sim/wal");
-    sim.create_dir_all(dir).unwrap();
-    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
-    let wal = Wal::create(fs.clone(), dir, cfg(1)).unwrap();
-    let recs = insert_all(&wal, &[24; 38], 0);
-    drop(wal);
+    let (sim, fs, recs) = sim_wal(&[24; 38]);
+    let dir = Path::new(SIM_WAL);
     // Sector 3 (bytes 1536..2048) lies on the second 1 KB page.
     let bad = 3 * 512;
     sim.update_faults(|f| {
@@ -565,15 +574,9 @@ fn an_unreadable_sector_ends_the_wal_at_the_last_record_before_it() {
 /// costs nothing: it reads as zeros, and the record's CRC confirms it.
 #[test]
 fn an_unreadable_sector_of_zeros_is_read_around() {
-    use untorn::file::sim::SimFileSystem;
-    let sim = SimFileSystem::new(Arc::new(untorn::stats::IoStats::default()));
-    let dir = Path::new("/sim/wal");
-    sim.create_dir_all(dir).unwrap();
-    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
-    let wal = Wal::create(fs.clone(), dir, cfg(1)).unwrap();
     // Record 0's payload is 1200 zero bytes: sector 1 (512..1024) lies in it.
-    let recs = insert_all(&wal, &[1200, 24, 24, 24], 0);
-    drop(wal);
+    let (sim, fs, recs) = sim_wal(&[1200, 24, 24, 24]);
+    let dir = Path::new(SIM_WAL);
     assert!(recs[0].0 .0 < 512 && recs[0].1 .0 > 1024);
     sim.update_faults(|f| {
         f.read_eio_on.insert((segment_path(dir, 0), 1));
