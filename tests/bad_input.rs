@@ -142,3 +142,36 @@ fn damaged_wal_before_the_checkpoint_record_is_refused_not_written_over() {
     // Refused before anything was written: the control file is as it was.
     assert_eq!(std::fs::read(path.join("untorn.control")).unwrap(), before);
 }
+
+#[test]
+fn a_row_written_again_counts_once_against_the_write_set_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        max_write_set_bytes: 2000,
+        ..Options::default()
+    };
+    let db = Database::create(&dir.path().join("db"), options).unwrap();
+    let t = db.create_table("t").unwrap();
+    let row = [7u8; 500];
+    let mut tx = db.begin();
+    tx.insert(&t, &key_u64(1), &row).unwrap();
+    for _ in 0..20 {
+        tx.update(&t, &key_u64(1), &row).unwrap();
+    }
+    tx.insert(&t, &key_u64(2), &row).unwrap();
+    tx.insert(&t, &key_u64(3), &row).unwrap();
+    // A fourth row of 500 bytes is over the budget: a clear error.
+    let e = msg(tx.insert(&t, &key_u64(4), &row));
+    assert!(
+        e.contains("write set too large") && e.contains("2000 bytes"),
+        "{e}"
+    );
+    tx.commit().unwrap();
+    let tx = db.begin();
+    for k in 1..=3 {
+        assert_eq!(tx.get(&t, &key_u64(k)).unwrap().unwrap(), row);
+    }
+    assert_eq!(tx.get(&t, &key_u64(4)).unwrap(), None);
+    drop(tx);
+    db.close().unwrap();
+}

@@ -137,7 +137,11 @@ impl<'db> Transaction<'db> {
             )));
         }
         self.write_bytes += size;
-        self.writes.insert(k, change);
+        // A row written again replaces its earlier change: only the last
+        // one counts against the budget.
+        if let Some(earlier) = self.writes.insert(k, change) {
+            self.write_bytes -= key.len() + crate::btree::ops::space_needed(key, &earlier);
+        }
         Ok(())
     }
 
