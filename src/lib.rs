@@ -5,7 +5,7 @@
 //! laboratories that prove it keeps committed data and measure what it costs.
 //!
 //! The modules, bottom-up (see docs/ARCHITECTURE.md):
-//! - [`file`]: the file-layer traits every I/O call passes through, the POSIX
+//! - [`file`](mod@file): the file-layer traits every I/O call passes through, the POSIX
 //!   implementation and segmented data files;
 //! - [`checksum`]: page checksums (`fnv`, PostgreSQL-compatible; `crc32c`);
 //! - [`page`]: the page header, its layout and the checks made on every read;
