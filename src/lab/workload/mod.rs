@@ -17,6 +17,7 @@ pub mod tpcb;
 
 use crate::db::{Database, Table};
 use crate::error::{Error, Result};
+use crate::file::sim::SplitMix64;
 use std::sync::atomic::AtomicU64;
 
 /// Sizes of the loaded data.
@@ -190,25 +191,24 @@ pub(crate) fn read_i64(row: &[u8], at: usize, table: &Table) -> Result<i64> {
         })
 }
 
-/// A small, fast generator (splitmix64), one per client: good enough
-/// spread for picking rows, and no shared state.
+/// A small, fast generator (the crash laboratory's splitmix64), one per
+/// client: good enough spread for picking rows, and no shared state. Its
+/// `below` is multiply-shift (unbiased enough, no division).
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// A generator for `stream` (a client, a table) of run `seed`.
     pub fn new(seed: u64, stream: u64) -> Rng {
-        let mut r = Rng(seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F));
+        let mut r = Rng(SplitMix64::new(
+            seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F),
+        ));
         r.next_u64();
         r
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (`n > 0`); the multiply-shift bias is below 2^-32
