@@ -19,7 +19,7 @@
 
 use super::oracle::Tab;
 use super::run::{Damage, Iteration, Outcome, DB_DIR};
-use super::workload::{self, Stop, Tables, TxnEnd};
+use super::workload::{self, Tables, TxnEnd};
 use super::Fault;
 use crate::db::{key_u64, Database};
 use crate::error::Error;
@@ -97,24 +97,15 @@ pub fn fsync_eio(it: &mut Iteration, db: Database, t: &Tables) -> Outcome {
             return Err("an fsync failed and no caller heard of it".into());
         }
     }
-    for (part, stop) in end.stops {
-        match stop {
-            Stop::Wrong(w) => return Err(format!("part {part}: a live read was wrong: {w}")),
-            Stop::Error {
-                error, in_flight, ..
-            } => {
-                it.c.commits_in_flight += in_flight as u64;
-                if !struck {
-                    return Err(format!("part {part}: error with no fault: {error}"));
-                }
-                if !error.is_fatal() {
-                    return Err(format!(
-                        "part {part}: a failed fsync reached the caller as: {error}"
-                    ));
-                }
-            }
+    it.settle(end.stops, |_, error| {
+        if !struck {
+            Err(format!("error with no fault: {error}"))
+        } else if !error.is_fatal() {
+            Err(format!("a failed fsync reached the caller as: {error}"))
+        } else {
+            Ok(())
         }
-    }
+    })?;
     if struck {
         // The engine must have stopped: no commit, no checkpoint.
         let mut stopped = true;
@@ -182,23 +173,14 @@ pub fn disk_full(it: &mut Iteration, db: Database, t: &Tables) -> Outcome {
         return Ok(());
     }
     it.c.faults.disk_full += 1;
-    for (part, stop) in end.stops {
-        match stop {
-            Stop::Wrong(w) => return Err(format!("part {part}: a live read was wrong: {w}")),
-            Stop::Error {
-                error, in_flight, ..
-            } => {
-                it.c.commits_in_flight += in_flight as u64;
-                if !says_disk_full(&error) {
-                    let kind = kind.name();
-                    return Err(format!(
-                        "part {part}: a full {kind} disk reached the caller as: {error}"
-                    ));
-                }
-                it.c.faults.disk_full_clear_errors += 1;
-            }
+    it.settle(end.stops, |it, error| {
+        if !says_disk_full(error) {
+            let kind = kind.name();
+            return Err(format!("a full {kind} disk reached the caller as: {error}"));
         }
-    }
+        it.c.faults.disk_full_clear_errors += 1;
+        Ok(())
+    })?;
     // Space is back. Go on in place if the engine can, else reopen.
     let db = if db.checkpoint().is_ok() && resolve_in_flight(it, &db, t)? {
         db

@@ -381,16 +381,31 @@ impl<'a> Iteration<'a> {
             "{} commits, {} checkpoints, stops: {:?}",
             end.commits, end.checkpoints, end.stops
         ));
-        for (part, stop) in end.stops {
+        self.settle(end.stops, |it, error| {
+            if it.power_is_cut() {
+                Ok(())
+            } else {
+                Err(format!("error with the power on: {error}"))
+            }
+        })
+    }
+
+    /// Goes through how the workload's parts stopped: a wrong read fails;
+    /// an error counts its commit in flight and is then judged by `expected`
+    /// (which says what is wrong with it, if anything).
+    pub fn settle(
+        &mut self,
+        stops: Vec<(usize, Stop)>,
+        mut expected: impl FnMut(&mut Self, &crate::error::Error) -> Outcome,
+    ) -> Outcome {
+        for (part, stop) in stops {
             match stop {
                 Stop::Wrong(w) => return Err(format!("part {part}: a live read was wrong: {w}")),
                 Stop::Error {
                     error, in_flight, ..
                 } => {
                     self.c.commits_in_flight += in_flight as u64;
-                    if !self.power_is_cut() {
-                        return Err(format!("part {part}: error with the power on: {error}"));
-                    }
+                    expected(self, &error).map_err(|what| format!("part {part}: {what}"))?;
                 }
             }
         }
