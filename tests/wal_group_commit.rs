@@ -131,15 +131,8 @@ impl CheckingFile {
 }
 
 impl File for CheckingFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn kind(&self) -> FileKind {
-        self.inner.kind()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<usize> {
-        self.inner.read_at(buf, offset, who)
-    }
+    untorn::forward_file_methods!(inner: path, kind, read_at, writeback_hint, allocate, set_len, len);
+
     fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
         self.check_and_record(buf, offset);
         self.inner.write_at(buf, offset, who)
@@ -155,18 +148,6 @@ impl File for CheckingFile {
     fn sync_data(&self, who: Issuer) -> Result<()> {
         self.inner.sync_data(who)?;
         self.shared.sync(self.node, self.path())
-    }
-    fn writeback_hint(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
-        self.inner.writeback_hint(offset, len, who)
-    }
-    fn allocate(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
-        self.inner.allocate(offset, len, who)
-    }
-    fn set_len(&self, len: u64, who: Issuer) -> Result<()> {
-        self.inner.set_len(len, who)
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
     }
 }
 

@@ -167,15 +167,8 @@ impl WiredFile {
 }
 
 impl File for WiredFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn kind(&self) -> FileKind {
-        self.inner.kind()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<usize> {
-        self.inner.read_at(buf, offset, who)
-    }
+    crate::forward_file_methods!(inner: path, kind, read_at, writeback_hint, len);
+
     fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
         self.step();
         let res = self.inner.write_at(buf, offset, who);
@@ -198,9 +191,6 @@ impl File for WiredFile {
         let res = self.inner.sync_data(who);
         self.synced(res)
     }
-    fn writeback_hint(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
-        self.inner.writeback_hint(offset, len, who)
-    }
     fn allocate(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
         self.step();
         self.inner.allocate(offset, len, who)
@@ -208,9 +198,6 @@ impl File for WiredFile {
     fn set_len(&self, len: u64, who: Issuer) -> Result<()> {
         self.step();
         self.inner.set_len(len, who)
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
     }
 }
 

@@ -184,15 +184,8 @@ impl DeviceFile {
 }
 
 impl File for DeviceFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn kind(&self) -> FileKind {
-        self.inner.kind()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<usize> {
-        self.inner.read_at(buf, offset, who)
-    }
+    crate::forward_file_methods!(inner: path, kind, read_at, writeback_hint, allocate, set_len, len);
+
     fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
         self.model_write(offset, buf.len() as u64);
         self.inner.write_at(buf, offset, who)
@@ -208,18 +201,6 @@ impl File for DeviceFile {
     fn sync_data(&self, who: Issuer) -> Result<()> {
         self.model_fsync();
         self.inner.sync_data(who)
-    }
-    fn writeback_hint(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
-        self.inner.writeback_hint(offset, len, who)
-    }
-    fn allocate(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
-        self.inner.allocate(offset, len, who)
-    }
-    fn set_len(&self, len: u64, who: Issuer) -> Result<()> {
-        self.inner.set_len(len, who)
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
     }
 }
 

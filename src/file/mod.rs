@@ -184,6 +184,57 @@ pub trait File: Send + Sync {
     }
 }
 
+/// Forwards the named [`File`] methods unchanged to the field `inner`:
+/// for wrappers (device models, the crash laboratory's tripwire, test
+/// recorders) that change only a few calls and pass the rest through, as
+/// in `forward_file_methods!(inner: path, kind, read_at, len);`.
+#[macro_export]
+macro_rules! forward_file_methods {
+    ($inner:ident: $($method:ident),+ $(,)?) => {
+        $( $crate::forward_file_methods!(@one $inner $method); )+
+    };
+    (@one $inner:ident path) => {
+        fn path(&self) -> &::std::path::Path {
+            self.$inner.path()
+        }
+    };
+    (@one $inner:ident kind) => {
+        fn kind(&self) -> $crate::file::FileKind {
+            self.$inner.kind()
+        }
+    };
+    (@one $inner:ident read_at) => {
+        fn read_at(
+            &self,
+            buf: &mut [u8],
+            offset: u64,
+            who: $crate::file::Issuer,
+        ) -> $crate::Result<usize> {
+            self.$inner.read_at(buf, offset, who)
+        }
+    };
+    (@one $inner:ident writeback_hint) => {
+        fn writeback_hint(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
+            self.$inner.writeback_hint(offset, len, who)
+        }
+    };
+    (@one $inner:ident allocate) => {
+        fn allocate(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
+            self.$inner.allocate(offset, len, who)
+        }
+    };
+    (@one $inner:ident set_len) => {
+        fn set_len(&self, len: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
+            self.$inner.set_len(len, who)
+        }
+    };
+    (@one $inner:ident len) => {
+        fn len(&self) -> $crate::Result<u64> {
+            self.$inner.len()
+        }
+    };
+}
+
 /// The directory-level operations and the factory for [`File`]s.
 pub trait FileSystem: Send + Sync {
     /// Opens (or creates) a file.
