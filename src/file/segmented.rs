@@ -123,12 +123,15 @@ impl SegmentedFile {
             buf.fill(0);
             return Ok(false);
         };
+        // EIO is the page's own fault (a bad sector), not the file's.
         let n = file.read_at(buf, off, who).map_err(|e| match e {
-            Error::Io { path, source, .. } => Error::UnreadablePage {
-                path,
-                block,
-                source,
-            },
+            Error::Io { path, source, .. } if source.raw_os_error() == Some(libc::EIO) => {
+                Error::UnreadablePage {
+                    path,
+                    block,
+                    source,
+                }
+            }
             other => other,
         })?;
         if n == 0 {
