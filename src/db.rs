@@ -295,6 +295,19 @@ impl Database {
         let mut control = crate::database::open_control(fs.as_ref(), dir, &options.creation)?;
         let settings = control.settings.clone();
         let wal_dir = dir.join(WAL_DIR);
+        // Trust nothing the dead process left unsynced: a restart that
+        // checkpointed pages over volatile WAL could lose half a commit.
+        let sync_start = Instant::now();
+        let synced = if control.state == DbState::ShutDown {
+            None
+        } else {
+            Some(crate::database::sync_after_unclean_shutdown(
+                fs.as_ref(),
+                dir,
+                &control,
+            )?)
+        };
+        let sync_ms = sync_start.elapsed().as_secs_f64() * 1e3;
         let scan = recovery::scan(&fs, &wal_dir, &wal_config(&control), control.redo_lsn)?;
         recovery::check_reached_checkpoint(&scan, &wal_dir, &control)?;
         // A new epoch, durable before any new WAL is written, so the reader
@@ -320,7 +333,7 @@ impl Database {
             Some(btree::validate_page),
         )?;
         pool.set_recovery(true);
-        let report = recovery::redo(
+        let mut report = recovery::redo(
             &pool,
             &fs,
             &wal_dir,
@@ -328,6 +341,10 @@ impl Database {
             control.redo_lsn,
             &scan,
         )?;
+        if let Some(s) = synced {
+            report.startup_sync_files = s.wal_segments + s.data_files;
+            report.startup_sync_ms = sync_ms;
+        }
         pool.set_recovery(false);
         let on_disk_max = files.ids_on_disk()?.into_iter().max().unwrap_or(0);
         let next_file_id = control

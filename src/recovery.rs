@@ -61,6 +61,10 @@ pub struct RecoveryReport {
     /// Pages that failed their checks and that no record restored: they
     /// stay damaged on disk and fail when read.
     pub damaged_pages_left: Vec<String>,
+    /// After an unclean shutdown: WAL segments and data files fsynced
+    /// before recovery trusted them, and how long that took.
+    pub startup_sync_files: u64,
+    pub startup_sync_ms: f64,
 }
 
 /// The file ids a commit record drops (its main data).

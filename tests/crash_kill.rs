@@ -1,20 +1,29 @@
 //! Process-level crash test: a child process runs transfers and reports
 //! each acknowledged commit on stdout while the parent kills it with
 //! SIGKILL at a random moment; after reopening, every acknowledged commit
-//! is there, nothing else is, and the sum of balances holds. Repeated,
+//! is there, nothing else is, and the sum of balances holds. In half the
+//! rounds the power then fails during the restart (after a random number
+//! of its calls): every write since its file's last fsync, the dead
+//! child's included, is undone ([`undo_fs`]) before the check. Repeated,
 //! with the seed printed so a failure can be replayed
 //! (`UNTORN_CRASH_SEED=<seed> cargo test --release --test crash_kill`).
+
+mod undo_fs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
+use undo_fs::UndoFs;
+use untorn::stats::IoStats;
 use untorn::{key_u64, Database, Options, Table};
 
 const ACCOUNTS: u64 = 100;
 const INITIAL: i64 = 10_000;
 const CHILD_ENV: &str = "UNTORN_CRASH_CHILD_DIR";
+const JOURNAL_ENV: &str = "UNTORN_CRASH_UNDO_JOURNAL";
 const THREADS: u64 = 4;
 
 fn options() -> Options {
@@ -37,7 +46,8 @@ fn crash_child_entry() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let db = Database::open(Path::new(&dir), options()).unwrap();
+    let journal = std::env::var(JOURNAL_ENV).unwrap();
+    let db = open_journaled(Path::new(&dir), Path::new(&journal), None).unwrap();
     let acc = db.table("accounts").unwrap();
     let ledger = db.table("ledger").unwrap();
     let start_seq: u64 = std::env::var("UNTORN_CRASH_START_SEQ")
@@ -87,6 +97,12 @@ fn crash_child_entry() {
             });
         }
     });
+}
+
+/// Opens on the real files, journaling what a power loss would undo.
+fn open_journaled(dir: &Path, journal: &Path, cut_after: Option<u64>) -> untorn::Result<Database> {
+    let fs = Arc::new(UndoFs::new(journal, cut_after));
+    Database::open_with(fs, Arc::new(IoStats::default()), dir, options())
 }
 
 fn ledger_key(thread: u64, seq: u64) -> Vec<u8> {
@@ -162,6 +178,7 @@ fn sigkill_never_loses_an_acknowledged_commit() {
     eprintln!("crash test seed {seed} ({rounds} rounds); replay with UNTORN_CRASH_SEED={seed}");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
+    let journal = dir.path().join("undo-journal");
     {
         let db = Database::create(&path, options()).unwrap();
         let acc: Table = db.create_table("accounts").unwrap();
@@ -189,6 +206,7 @@ fn sigkill_never_loses_an_acknowledged_commit() {
                 "--test-threads=1",
             ])
             .env(CHILD_ENV, &path)
+            .env(JOURNAL_ENV, &journal)
             .env("UNTORN_CRASH_START_SEQ", next_seq.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -225,15 +243,30 @@ fn sigkill_never_loses_an_acknowledged_commit() {
             .max(next_seq)
             + 1_000_000;
         acked.extend(got);
+        let mut power = String::new();
+        if rng % 2 == 1 {
+            // The restart works on what the dead child left in the page
+            // cache; the power fails after `cut` of its calls.
+            // Often early, while it makes the dead child's writes durable.
+            let cut = (rng >> 8) % [30, 400][(rng >> 20) as usize % 2];
+            let restart = open_journaled(&path, &journal, Some(cut));
+            drop(restart);
+            let undone = undo_fs::power_loss(&journal);
+            power = format!(
+                "; power cut after {cut} calls of the restart, {undone} unsynced writes undone"
+            );
+        }
         let db = Database::open(&path, options())
             .unwrap_or_else(|e| panic!("seed {seed} round {round}: recovery failed: {e}"));
         let present = check(&db, &acked, seed, round);
         eprintln!(
-            "round {round}: killed after {kill_after:?} ({status}); {} acknowledged so far, {present} present; recovery replayed {} records",
+            "round {round}: killed after {kill_after:?} ({status}){power}; {} acknowledged so far, {present} present; recovery replayed {} records",
             acked.len(),
             db.recovery.records_replayed
         );
         db.close().unwrap();
+        // Closed cleanly: everything is durable, nothing left to undo.
+        std::fs::write(&journal, b"").unwrap();
     }
     let report =
         untorn::verify::verify_database(&untorn::file::posix::PosixFileSystem::default(), &path)

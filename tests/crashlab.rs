@@ -98,6 +98,29 @@ fn full_pages_repairs_every_torn_page() {
     assert_eq!(m.torn_pages_detected, 0, "no torn page left unrepaired");
 }
 
+/// A process killed with its page cache intact, a restart that recovers
+/// and works on what the dead process left unsynced, then a power loss
+/// (during the restart or after it). Before the restart fsynced what it
+/// found (`database::sync_after_unclean_shutdown`), the restart's
+/// checkpoint could make data pages durable over WAL that the power loss
+/// then took away: "the page's LSN is beyond the end of the WAL".
+#[test]
+fn a_process_crash_then_a_power_loss_loses_nothing() {
+    let faults = [
+        Fault::Drop,
+        Fault::Reorder,
+        Fault::Tear,
+        Fault::ProcessCrash,
+    ];
+    let modes = [TornPageProtection::FullPages, TornPageProtection::Off];
+    let report = run(&options(&modes, &faults, 1500));
+    for m in &report.modes {
+        assert_passed(m);
+        assert_eq!((m.lost_commits, m.silent_corruptions), (0, 0), "{}", m.mode);
+        assert!(m.faults.process_crashes > 200, "{m:?}");
+    }
+}
+
 #[test]
 fn full_pages_without_checksums_repairs_every_torn_page() {
     let mut opts = options(&[TornPageProtection::FullPages], &Fault::DEFAULT, 400);

@@ -17,6 +17,7 @@ use crate::page::{verify_page, PageState};
 use crate::settings::TornPageProtection;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 impl Iteration<'_> {
     /// Loses power now (the database, if given, is dropped after).
@@ -109,6 +110,38 @@ impl Iteration<'_> {
         }
     }
 
+    /// Kills the process (kill -9): it makes no call after this, and the
+    /// page cache keeps its unsynced writes for the next run to read and a
+    /// later power loss to drop or tear.
+    pub fn kill(&mut self, db: Database) {
+        // The dying process's last calls (its drop's WAL flush) fail.
+        self.sim.update_faults(|f| f.power_cut_after = Some(0));
+        drop(db);
+        self.sim.process_crash();
+        self.c.faults.process_crashes += 1;
+        let (writes, dir_ops) = self.sim.pending_ops();
+        self.event(format!(
+            "process killed: {writes} writes and {dir_ops} directory operations not yet durable stay in the page cache"
+        ));
+    }
+
+    /// How many file-layer calls opening the database makes now, counted
+    /// on a copy of the simulation (the iteration's own is not touched).
+    pub fn calls_to_open(&self) -> u64 {
+        let trial = self.sim.fork();
+        let before = trial.op_count();
+        let fs: Arc<dyn FileSystem> = Arc::new(trial.clone());
+        let db = Database::open_with(
+            fs,
+            self.stats.clone(),
+            Path::new(DB_DIR),
+            self.base.options.clone(),
+        );
+        let calls = trial.op_count() - before;
+        drop(db);
+        calls
+    }
+
     /// Every data file's durable bytes.
     fn durable_data(&self) -> BTreeMap<PathBuf, Vec<u8>> {
         let files = self.sim.list_dir(&data_dir()).unwrap_or_default();
@@ -123,7 +156,10 @@ impl Iteration<'_> {
     /// open, naming damage it was allowed to only detect.
     pub fn recover(&mut self) -> std::result::Result<Option<Database>, String> {
         for attempt in 0.. {
-            if attempt < 3 && self.rng.chance(0.25) {
+            if let Some(cut) = self.recovery_power_cut.take() {
+                self.event(format!("recovery, power cut after {cut} calls"));
+                self.sim.update_faults(|f| f.power_cut_after = Some(cut));
+            } else if attempt < 3 && self.rng.chance(0.25) {
                 if self.rng.chance(0.3) {
                     let (skip, then) = (self.rng.below(6), self.rng.below(2));
                     self.event(format!("recovery, power cut at step {skip} (+{then}) of the control file's replacement"));

@@ -16,6 +16,11 @@
 //!   carries file and block, the checksum covers the block number). The
 //!   intended block keeps its old bytes, a lost write that no checksum can
 //!   see: the commits that cost are counted, not failed.
+//! - `process_crash`: the process is killed mid-work (kill -9) while the
+//!   machine stays up, so its unsynced writes stay in the page cache. The
+//!   next run recovers (the oracle then settles the commit in flight by
+//!   what it reads), works, and the power fails: whatever the restart read
+//!   and acted on must survive, not only what the dead process fsynced.
 
 use super::oracle::Tab;
 use super::run::{Damage, Iteration, Outcome, DB_DIR};
@@ -33,6 +38,7 @@ use std::sync::atomic::Ordering::SeqCst;
 /// The extra fault an iteration injects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Extra {
+    ProcessCrash,
     Eio,
     Enospc,
     Bitflip,
@@ -52,6 +58,11 @@ pub fn choose(it: &mut Iteration) -> Option<Extra> {
     .filter(|(f, _)| it.opts.has(*f))
     .map(|(_, e)| e)
     .collect();
+    // A process crash comes on top of the others' odds: it ends in a
+    // power loss, so plain power cuts keep their share.
+    if it.opts.has(Fault::ProcessCrash) && it.rng.chance(0.25) {
+        return Some(Extra::ProcessCrash);
+    }
     if on.is_empty() || !it.rng.chance(0.75) {
         return None;
     }
@@ -145,6 +156,36 @@ pub fn fsync_eio(it: &mut Iteration, db: Database, t: &Tables) -> Outcome {
     }
     it.crash(Some(db));
     Ok(())
+}
+
+/// The process is killed during a workload; the next run recovers, is
+/// checked, works, and then the power fails. `Ok(false)`: the iteration
+/// ended early (damage it may only detect was named).
+pub fn process_crash(it: &mut Iteration, db: Database, t: &Tables) -> Result<bool, String> {
+    let txns = 10 + it.rng.below(40);
+    let cut = it.rng.below(3 * txns + 10);
+    it.event(format!(
+        "workload of {txns} transactions, process killed after {cut} calls"
+    ));
+    it.sim.update_faults(|f| f.power_cut_after = Some(cut));
+    it.phase(&db, t, txns, 0.05)?;
+    it.kill(db);
+    if it.rng.chance(0.5) {
+        // The power fails during the restart itself, at any of its calls:
+        // its recovery and checkpoint read and write what the dead process
+        // left in the page cache.
+        let calls = it.calls_to_open();
+        it.recovery_power_cut = Some(it.rng.below(calls.max(1)));
+    }
+    let Some(db) = it.recover()? else {
+        return Ok(false);
+    };
+    if !it.check(&db)? {
+        return Ok(false);
+    }
+    let t = Tables::of(&db).map_err(|e| e.to_string())?;
+    it.power_cut(db, &t)?;
+    Ok(true)
 }
 
 /// True for an error that says the disk is full.

@@ -74,11 +74,15 @@ pub enum Fault {
     /// With `tear`: a sector a torn write left old fails reads with EIO
     /// (odds 1 in 20) until it is written again.
     Unreadable,
+    /// The process dies (kill -9) but the OS page cache survives: its
+    /// unsynced writes stay readable and may still vanish or tear. The next
+    /// run recovers and works, then the power fails.
+    ProcessCrash,
 }
 
 impl Fault {
     /// Every fault, in documentation order.
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::Drop,
         Fault::Reorder,
         Fault::Tear,
@@ -88,9 +92,15 @@ impl Fault {
         Fault::Misdirect,
         Fault::Zero,
         Fault::Unreadable,
+        Fault::ProcessCrash,
     ];
     /// The faults of a plain `untorn crashtest`.
-    pub const DEFAULT: [Fault; 3] = [Fault::Drop, Fault::Reorder, Fault::Tear];
+    pub const DEFAULT: [Fault; 4] = [
+        Fault::Drop,
+        Fault::Reorder,
+        Fault::Tear,
+        Fault::ProcessCrash,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -103,6 +113,7 @@ impl Fault {
             Fault::Misdirect => "misdirect",
             Fault::Zero => "zero",
             Fault::Unreadable => "unreadable",
+            Fault::ProcessCrash => "process_crash",
         }
     }
 }
@@ -340,7 +351,7 @@ mod tests {
 
     #[test]
     fn fault_lists_parse_and_unknown_names_are_named() {
-        let all = "drop,reorder,tear,eio,enospc,bitflip,misdirect,zero,unreadable";
+        let all = "drop,reorder,tear,eio,enospc,bitflip,misdirect,zero,unreadable,process_crash";
         assert_eq!(parse_faults(all).unwrap(), Fault::ALL.to_vec());
         assert_eq!(
             parse_faults(" tear , drop,tear").unwrap(),

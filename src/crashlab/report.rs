@@ -66,6 +66,9 @@ pub struct FaultCounts {
     pub damaged_wal_refused: u64,
     pub commits_lost_to_damaged_wal: u64,
     pub rows_wrong_after_damaged_wal: u64,
+    /// Processes killed with the page cache kept (each followed, after a
+    /// restart that recovered and worked, by a power loss).
+    pub process_crashes: u64,
 }
 
 /// Everything one protection mode went through.
@@ -171,7 +174,8 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
     }
     m.silent_corruptions += it.silent_corruptions;
     let (f, g) = (&mut m.faults, &it.faults);
-    let pairs: [(&mut u64, u64); 20] = [
+    let pairs: [(&mut u64, u64); 21] = [
+        (&mut f.process_crashes, g.process_crashes),
         (&mut f.fsync_failures, g.fsync_failures),
         (&mut f.engine_stopped, g.engine_stopped),
         (&mut f.disk_full, g.disk_full),
@@ -336,6 +340,12 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
         }
     }
     let f = &m.faults;
+    if f.process_crashes > 0 {
+        s.push_str(&format!(
+            "  processes killed with the page cache kept, then a restart and a power loss: {}\n",
+            f.process_crashes
+        ));
+    }
     if f.fsync_failures > 0 {
         let by: Vec<String> = f
             .fsync_failures_by_file

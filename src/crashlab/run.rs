@@ -199,6 +199,9 @@ pub struct Iteration<'a> {
     /// rows wrong after it count as its doing, and a refusal to open that
     /// names the WAL is detection.
     pub wal_damaged: bool,
+    /// The next recovery's power cut, after this many calls (chosen by a
+    /// scenario instead of at random).
+    pub recovery_power_cut: Option<u64>,
     /// What happened, step by step (reported with a failure).
     pub events: Vec<String>,
     /// Failures found on the way that do not end the iteration at once
@@ -260,6 +263,7 @@ impl<'a> Iteration<'a> {
             damage: None,
             lost_write: false,
             wal_damaged: false,
+            recovery_power_cut: None,
             deferred: Vec::new(),
             events: Vec::new(),
         }
@@ -304,6 +308,11 @@ impl<'a> Iteration<'a> {
         match extra {
             Some(Extra::Eio) => faults::fsync_eio(self, db, &tables)?,
             Some(Extra::Enospc) => faults::disk_full(self, db, &tables)?,
+            Some(Extra::ProcessCrash) => {
+                if !faults::process_crash(self, db, &tables)? {
+                    return Ok(());
+                }
+            }
             _ => self.power_cut(db, &tables)?,
         }
         let Some(db) = self.recover()? else {
@@ -320,7 +329,7 @@ impl<'a> Iteration<'a> {
     }
 
     /// The plain iteration: the workload, the power cut somewhere, the crash.
-    fn power_cut(&mut self, db: Database, t: &Tables) -> Outcome {
+    pub(crate) fn power_cut(&mut self, db: Database, t: &Tables) -> Outcome {
         let txns = 10 + self.rng.below(50);
         let plan = self.rng.below(100);
         if plan < 50 {

@@ -398,6 +398,25 @@ impl SimFileSystem {
         Self::with_state(st, stats)
     }
 
+    /// The process dies but the machine does not (kill -9): its handles
+    /// close, and nothing else changes. Unsynced writes and directory
+    /// operations stay pending in the page cache, readable by the next
+    /// process and still lost or torn by a later crash.
+    pub fn process_crash(&self) {
+        let mut guard = self.shared.state.lock();
+        let st = &mut *guard;
+        st.generation += 1;
+        st.faults.power_cut_after = None;
+        let inos: Vec<u64> = st.inodes.keys().copied().collect();
+        for ino in inos {
+            if let Some(inode) = st.inodes.get_mut(&ino) {
+                inode.handles = 0;
+            }
+            st.maybe_free(ino);
+        }
+        st.log(trace_op(TraceKind::ProcessCrash, Path::new("")), &Ok(()));
+    }
+
     /// An independent copy of everything, pending operations, faults and
     /// trace included, sharing the statistics: crash the same state with
     /// many seeds. Handles of `self` do not reach the copy.

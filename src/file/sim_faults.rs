@@ -80,6 +80,7 @@ pub enum TraceKind {
     ListDir,
     FlipBit,
     Crash,
+    ProcessCrash,
 }
 
 /// One call on the simulated file system.

@@ -22,8 +22,8 @@ pub struct CrashTestArgs {
     #[arg(long, default_value_t = 512)]
     sector_size: usize,
     /// Faults: drop, reorder, tear, eio, enospc, bitflip, misdirect, zero,
-    /// unreadable (or none).
-    #[arg(long, default_value = "drop,reorder,tear")]
+    /// unreadable, process_crash (or none).
+    #[arg(long, default_value = "drop,reorder,tear,process_crash")]
     faults: String,
     /// Page checksums: fnv or crc32c.
     #[arg(long, default_value = "crc32c")]
