@@ -84,10 +84,8 @@ pub fn scan(fs: &Arc<dyn FileSystem>, dir: &Path, cfg: &WalConfig, start: Lsn) -
     let mut reader = WalReader::new(fs.clone(), dir, cfg, start)?;
     let (mut records, mut max_xid, mut max_file_id) = (0u64, 0u64, 0u32);
     let mut dropped = HashSet::new();
-    let mut prev = reader.prev_record();
     while let Some(rec) = reader.next()? {
         records += 1;
-        prev = rec.lsn;
         max_xid = max_xid.max(rec.data.xid);
         for b in &rec.data.blocks {
             max_file_id = max_file_id.max(b.file_id);
@@ -103,7 +101,8 @@ pub fn scan(fs: &Arc<dyn FileSystem>, dir: &Path, cfg: &WalConfig, start: Lsn) -
     Ok(WalScan {
         end,
         end_reason,
-        prev_record: prev,
+        // The reader's: a padding record it skipped may be the last.
+        prev_record: reader.prev_record(),
         records,
         max_xid,
         max_file_id,

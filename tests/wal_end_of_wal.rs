@@ -115,7 +115,11 @@ fn peek(dir: &Path, lsn: u64, len: usize) -> Vec<u8> {
 }
 
 fn read(dir: &Path, start: Lsn) -> (Vec<ReadRecord>, Lsn, EndOfWal) {
-    let mut r = WalReader::new(fs(), dir, &cfg(0), start).unwrap();
+    // Every record: these cases damage one flush's middle, which the
+    // flush-boundary rule would drop whole (tested on its own below).
+    let mut r = WalReader::new(fs(), dir, &cfg(0), start)
+        .unwrap()
+        .every_record();
     let recs = r.read_to_end().unwrap();
     let (end, why) = r.end().unwrap();
     (recs, end, why)
@@ -326,7 +330,9 @@ fn forged_record_with_a_correct_crc_but_a_wrong_prev_lsn() {
 fn crc_valid_record_of_unknown_kind_is_an_error_not_an_end() {
     let db = build(&[24; 5]);
     forge(&db, 2, |h| h.kind = 99);
-    let mut r = WalReader::new(fs(), db.path(), &cfg(0), Lsn(0)).unwrap();
+    let mut r = WalReader::new(fs(), db.path(), &cfg(0), Lsn(0))
+        .unwrap()
+        .every_record();
     assert!(r.next().unwrap().is_some());
     assert!(r.next().unwrap().is_some());
     let e = r.next().unwrap_err().to_string();
@@ -528,7 +534,9 @@ fn an_unreadable_sector_ends_the_wal_at_the_last_record_before_it() {
     sim.update_faults(|f| {
         f.read_eio_on.insert((segment_path(dir, 0), 3));
     });
-    let mut r = WalReader::new(fs.clone(), dir, &cfg(0), Lsn(0)).unwrap();
+    let mut r = WalReader::new(fs.clone(), dir, &cfg(0), Lsn(0))
+        .unwrap()
+        .every_record();
     let got = r.read_to_end().unwrap();
     let (end, why) = r.end().unwrap();
     let before: Vec<_> = recs.iter().filter(|r| r.1 .0 <= bad).collect();
@@ -554,7 +562,9 @@ fn an_unreadable_sector_ends_the_wal_at_the_last_record_before_it() {
         f.read_eio_on.clear();
         f.read_eio_on.insert((segment_path(dir, 0), beyond));
     });
-    let mut r = WalReader::new(fs.clone(), dir, &cfg(0), Lsn(0)).unwrap();
+    let mut r = WalReader::new(fs.clone(), dir, &cfg(0), Lsn(0))
+        .unwrap()
+        .every_record();
     assert_eq!(r.read_to_end().unwrap().len(), recs.len());
     assert_eq!(r.end().unwrap().0, Lsn(last_end));
     // The header's sector unreadable: the WAL ends at the page's start.
@@ -562,7 +572,9 @@ fn an_unreadable_sector_ends_the_wal_at_the_last_record_before_it() {
         f.read_eio_on.clear();
         f.read_eio_on.insert((segment_path(dir, 0), 2));
     });
-    let mut r = WalReader::new(fs, dir, &cfg(0), Lsn(0)).unwrap();
+    let mut r = WalReader::new(fs, dir, &cfg(0), Lsn(0))
+        .unwrap()
+        .every_record();
     let got = r.read_to_end().unwrap();
     let (end, why) = r.end().unwrap();
     assert_eq!(end, Db::end_of(&recs, BS), "{why}");
@@ -581,7 +593,9 @@ fn an_unreadable_sector_of_zeros_is_read_around() {
     sim.update_faults(|f| {
         f.read_eio_on.insert((segment_path(dir, 0), 1));
     });
-    let mut r = WalReader::new(fs, dir, &cfg(0), Lsn(0)).unwrap();
+    let mut r = WalReader::new(fs, dir, &cfg(0), Lsn(0))
+        .unwrap()
+        .every_record();
     let got = r.read_to_end().unwrap();
     assert_eq!(
         got.len(),
@@ -590,4 +604,42 @@ fn an_unreadable_sector_of_zeros_is_read_around() {
         r.end().unwrap().1
     );
     assert_eq!(r.end().unwrap().0, recs.last().unwrap().1);
+}
+
+/// Every flush ends on a 512-byte sector boundary and the next one writes
+/// only its own sectors; a flush that did not complete (a record in it
+/// damaged) is dropped whole, so the WAL ends on the boundary where the
+/// writer continues without rewriting a sector that holds durable WAL.
+#[test]
+fn a_damaged_flush_is_dropped_whole_and_flushes_never_rewrite_a_sector() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::create(fs(), dir.path(), cfg(1)).unwrap();
+    let first = insert_all(&wal, &[24, 300, 24], 0);
+    let e1 = wal.flushed_lsn();
+    assert!(e1.0.is_multiple_of(512));
+    assert!(e1 > first[2].1, "padded to the sector's end");
+    let written = wal.stats().bytes_written;
+    let second = insert_all(&wal, &[24, 24, 700], 10);
+    let e2 = wal.flushed_lsn();
+    // After the page header if the sector starts a page.
+    let at = |e: Lsn| Lsn(e.0 + if e.0.is_multiple_of(BS) { 24 } else { 0 });
+    assert_eq!(second[0].0, at(e1), "the next flush starts a fresh sector");
+    assert_eq!(wal.stats().bytes_written - written, e2.0 - e1.0);
+    drop(wal);
+    // The second flush's last record damaged: its first two are dropped too.
+    flip(dir.path(), second[2].0 .0 + 40);
+    let mut r = WalReader::new(fs(), dir.path(), &cfg(0), Lsn(0)).unwrap();
+    let got = r.read_to_end().unwrap();
+    let (end, why) = r.end().unwrap();
+    assert_eq!(got.len(), 3, "{why}");
+    assert_eq!(end, e1);
+    assert!(matches!(why, EndOfWal::BadCrc { .. }), "{why}");
+    // The writer continues there; the first flush's records stay whole.
+    let wal = Wal::open(fs(), dir.path(), cfg(2), end, r.prev_record()).unwrap();
+    let third = insert_all(&wal, &[24], 20);
+    assert_eq!(third[0].0, at(e1));
+    drop(wal);
+    let (recs, _, _) = read(dir.path(), Lsn(0));
+    let lsns: Vec<Lsn> = recs.iter().map(|r| r.lsn).collect();
+    assert_eq!(lsns, vec![first[0].0, first[1].0, first[2].0, third[0].0]);
 }

@@ -55,17 +55,13 @@ pub struct FaultCounts {
     pub commits_lost_to_lost_writes: u64,
     pub rows_wrong_after_lost_write: u64,
     /// Sectors (tearing units) that read back as zeros or failed reads
-    /// after a crash; of those in the WAL, how many lost bytes that were
-    /// durable before (the torn write was rewriting them unchanged).
+    /// after a crash; of those in the WAL, how many had held the same
+    /// bytes as the write (a rewrite of bytes written before). Any commit
+    /// they cost is a lost commit: the WAL writer never rewrites a sector
+    /// holding durable WAL.
     pub sectors_zeroed: u64,
     pub sectors_unreadable: u64,
     pub wal_sectors_with_durable_data_lost: u64,
-    /// After such WAL damage: openings refused naming the WAL, commits
-    /// lost, rows wrong (what the damage cost; no engine that rewrites its
-    /// WAL's last block in place can keep them).
-    pub damaged_wal_refused: u64,
-    pub commits_lost_to_damaged_wal: u64,
-    pub rows_wrong_after_damaged_wal: u64,
     /// Processes killed with the page cache kept (each followed, after a
     /// restart that recovered and worked, by a power loss).
     pub process_crashes: u64,
@@ -174,7 +170,7 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
     }
     m.silent_corruptions += it.silent_corruptions;
     let (f, g) = (&mut m.faults, &it.faults);
-    let pairs: [(&mut u64, u64); 21] = [
+    let pairs: [(&mut u64, u64); 18] = [
         (&mut f.process_crashes, g.process_crashes),
         (&mut f.fsync_failures, g.fsync_failures),
         (&mut f.engine_stopped, g.engine_stopped),
@@ -201,15 +197,6 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
         (
             &mut f.wal_sectors_with_durable_data_lost,
             g.wal_sectors_with_durable_data_lost,
-        ),
-        (&mut f.damaged_wal_refused, g.damaged_wal_refused),
-        (
-            &mut f.commits_lost_to_damaged_wal,
-            g.commits_lost_to_damaged_wal,
-        ),
-        (
-            &mut f.rows_wrong_after_damaged_wal,
-            g.rows_wrong_after_damaged_wal,
         ),
     ];
     for (a, b) in pairs {
@@ -385,14 +372,8 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
     }
     if f.sectors_zeroed + f.sectors_unreadable > 0 {
         s.push_str(&format!(
-            "  damaged sectors: {} read back as zeros, {} unreadable; {} in the WAL lost bytes durable before; \
-             after those: {} openings refused naming the WAL, {} commits lost, {} rows wrong\n",
-            f.sectors_zeroed,
-            f.sectors_unreadable,
-            f.wal_sectors_with_durable_data_lost,
-            f.damaged_wal_refused,
-            f.commits_lost_to_damaged_wal,
-            f.rows_wrong_after_damaged_wal
+            "  damaged sectors: {} read back as zeros, {} unreadable; {} in the WAL had held the bytes rewritten\n",
+            f.sectors_zeroed, f.sectors_unreadable, f.wal_sectors_with_durable_data_lost
         ));
     }
     for fail in &m.failures {

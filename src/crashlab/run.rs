@@ -194,11 +194,6 @@ pub struct Iteration<'a> {
     pub damage: Option<Damage>,
     /// A write was lost (misdirected): stale rows count as its doing.
     pub lost_write: bool,
-    /// A crash zeroed or made unreadable WAL bytes that were durable before
-    /// (a torn rewrite of the WAL's partial last block): commits lost or
-    /// rows wrong after it count as its doing, and a refusal to open that
-    /// names the WAL is detection.
-    pub wal_damaged: bool,
     /// The next recovery's power cut, after this many calls (chosen by a
     /// scenario instead of at random).
     pub recovery_power_cut: Option<u64>,
@@ -262,7 +257,6 @@ impl<'a> Iteration<'a> {
             c: ModeReport::default(),
             damage: None,
             lost_write: false,
-            wal_damaged: false,
             recovery_power_cut: None,
             deferred: Vec::new(),
             events: Vec::new(),
@@ -428,10 +422,6 @@ impl<'a> Iteration<'a> {
             self.c.torn_pages_detected += (self.damage == Some(Damage::Torn)) as u64;
             self.example(what);
             Ok(())
-        } else if self.wal_damaged && (what.contains("/wal") || what.contains("WAL")) {
-            self.c.faults.damaged_wal_refused += 1;
-            self.example(what);
-            Ok(())
         } else {
             Err(what)
         }
@@ -457,18 +447,6 @@ impl<'a> Iteration<'a> {
         if self.lost_write {
             self.c.faults.commits_lost_to_lost_writes += lost;
             self.c.faults.rows_wrong_after_lost_write += v.silent.len() as u64;
-        } else if self.wal_damaged {
-            self.c.faults.commits_lost_to_damaged_wal += lost;
-            self.c.faults.rows_wrong_after_damaged_wal += v.silent.len() as u64;
-            if !v.ok() {
-                // The oracle no longer knows what the database holds: the
-                // iteration ends here, its losses counted.
-                self.example(format!(
-                    "after WAL damage: {lost} commits lost, {} rows wrong",
-                    v.silent.len()
-                ));
-                return Ok(false);
-            }
         } else {
             self.c.lost_commits += lost;
             self.c.silent_corruptions += v.silent.len() as u64;

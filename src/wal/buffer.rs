@@ -6,11 +6,14 @@
 //! written when its block is started, records only fill zero bytes past the
 //! insert position. Blocks are shared (`Arc`) with a flush leader writing
 //! them; writing into a shared block copies it first (`Arc::make_mut`).
+//! A flush first pads the insert position to a sector boundary
+//! ([`Inner::pad_to_sector`]), so the next flush starts in a fresh sector.
 
 use super::config::WalConfig;
 use super::format::{
     align_up, Geometry, LongHeader, PageHeader, RecordHeader, PAGE_FLAG_CONTINUATION,
-    PAGE_FLAG_FIRST_IN_SEGMENT, PAGE_HEADER_VERSION, PAGE_MAGIC, RECORD_HEADER_LEN, RH_CRC,
+    PAGE_FLAG_FIRST_IN_SEGMENT, PAGE_HEADER_VERSION, PAGE_MAGIC, RECORD_HEADER_LEN,
+    RECORD_KIND_PADDING, RH_CRC, WAL_SECTOR,
 };
 use super::record::RecordData;
 use std::collections::VecDeque;
@@ -65,6 +68,47 @@ impl Inner {
         self.insert_pos = end;
         self.prev_record = start;
         (start, end)
+    }
+
+    /// Moves the insert position to the next sector boundary, filling the
+    /// sector's rest with a padding record (zero payload, chained and
+    /// CRC-checked like any record). Returns the padding bytes. A rest too
+    /// short for a record header pads through the next sector as well;
+    /// fewer than a header's bytes at a page's end need none (records skip
+    /// them anyway).
+    pub fn pad_to_sector(&mut self, cfg: &WalConfig, geo: &Geometry) -> u64 {
+        let pos = self.insert_pos;
+        if let Some(next) = geo.flush_boundary(pos) {
+            self.insert_pos = next;
+            return 0;
+        }
+        let mut len = pos.next_multiple_of(WAL_SECTOR) - pos;
+        if len < RECORD_HEADER_LEN as u64 {
+            // Not the page's last sector (flush_boundary took that case),
+            // so the next sector lies on the same page.
+            len += WAL_SECTOR;
+        }
+        let payload_crc = crc32c::crc32c(&vec![0u8; len as usize - RECORD_HEADER_LEN]);
+        let mut header = RecordHeader {
+            total_len: len as u32,
+            kind: RECORD_KIND_PADDING,
+            flags: 0,
+            reserved: 0,
+            xid: 0,
+            prev_lsn: self.prev_record,
+            epoch: cfg.epoch,
+            crc: 0,
+        }
+        .encode();
+        let crc = RecordHeader::crc_with_payload_crc(&header, payload_crc);
+        header[RH_CRC..RH_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        // The payload's bytes past the insert position are zero already.
+        let mut remaining = RECORD_HEADER_LEN as u64;
+        self.copy_in(cfg, geo, pos, &header, &mut remaining);
+        self.insert_pos = pos + len;
+        self.prev_record = pos;
+        debug_assert!(self.insert_pos.is_multiple_of(WAL_SECTOR));
+        len
     }
 
     fn block_mut(&mut self, block_no: u64) -> &mut Vec<u8> {

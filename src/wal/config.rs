@@ -48,8 +48,11 @@ pub struct WalStats {
     pub flush_rounds: u64,
     /// fdatasync calls on WAL segment files by flushes.
     pub fsyncs: u64,
-    /// Bytes written by flushes (whole blocks).
+    /// Bytes written by flushes (the sectors from the flushed position to
+    /// the padded insert position).
     pub bytes_written: u64,
+    /// Bytes of padding records that ended flushes on sector boundaries.
+    pub padding_bytes: u64,
     pub segments_created: u64,
     pub segments_recycled: u64,
     pub segments_removed: u64,
@@ -77,6 +80,7 @@ pub(crate) struct Counters {
     pub(crate) flush_rounds: AtomicU64,
     pub(crate) fsyncs: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
+    pub(crate) padding_bytes: AtomicU64,
     pub(crate) segments_created: AtomicU64,
     pub(crate) segments_recycled: AtomicU64,
     pub(crate) segments_removed: AtomicU64,
@@ -100,6 +104,7 @@ impl Counters {
             flush_rounds: l(&c.flush_rounds),
             fsyncs: l(&c.fsyncs),
             bytes_written: l(&c.bytes_written),
+            padding_bytes: l(&c.padding_bytes),
             segments_created: l(&c.segments_created),
             segments_recycled: l(&c.segments_recycled),
             segments_removed: l(&c.segments_removed),

@@ -12,8 +12,11 @@ use crate::settings::{GB, MB, WAL_BLOCK_SIZES};
 
 /// `"UNTW"` read as a little-endian u32: the first four bytes of every page.
 pub const PAGE_MAGIC: u32 = 0x5754_4E55;
-/// The only page header version written and accepted.
-pub const PAGE_HEADER_VERSION: u16 = 1;
+/// The only page header version written and accepted. Version 2: every
+/// flush ends on a [`WAL_SECTOR`] boundary (a padding record fills the
+/// rest of the sector), and the reader keeps only records up to such a
+/// boundary. A version 1 WAL read by that rule could lose commits.
+pub const PAGE_HEADER_VERSION: u16 = 2;
 /// Page flag: the long header follows (the page is the first of its segment).
 pub const PAGE_FLAG_FIRST_IN_SEGMENT: u16 = 0x0001;
 /// Page flag: the page starts with the remainder of a record.
@@ -52,6 +55,13 @@ pub const RECORD_HEADER_LEN: usize = 32;
 /// Records start at multiples of this; the bytes after a record up to the
 /// next multiple are zero.
 pub const RECORD_ALIGN: u64 = 8;
+/// The unit a flush ends on: a sector of the smallest size a device tears
+/// at. A flush never writes into a sector that holds durable WAL, so a
+/// torn write cannot damage an acknowledged commit.
+pub const WAL_SECTOR: u64 = 512;
+/// The kind byte of a padding record: zero payload filling a sector's rest
+/// at a flush. The reader checks it like any record and skips it.
+pub const RECORD_KIND_PADDING: u8 = 0xFF;
 /// The longest record (header plus payload) a writer inserts and a reader
 /// believes: anything longer is "record longer than possible".
 pub const MAX_RECORD_LEN: u32 = 64 * 1024 * 1024;
@@ -64,6 +74,9 @@ const _: () = assert!(RH_CRC + 4 == RECORD_HEADER_LEN);
 const _: () = assert!((RECORD_HEADER_LEN as u64).is_multiple_of(RECORD_ALIGN));
 // The smallest block must hold a long header, a record header and more.
 const _: () = assert!(LONG_PAGE_HEADER_LEN + RECORD_HEADER_LEN < 1024);
+// Blocks (1 KB and up) are whole sectors; a sector holds a record header.
+const _: () = assert!(WAL_SECTOR.is_power_of_two() && WAL_SECTOR <= 1024);
+const _: () = assert!(WAL_SECTOR >= 2 * RECORD_HEADER_LEN as u64);
 
 /// Rounds up to the record alignment.
 pub fn align_up(pos: u64) -> u64 {
@@ -291,6 +304,24 @@ impl Geometry {
         }
     }
 
+    /// Where the next record goes if `pos` is a record's end: `pos`, or
+    /// the next page when fewer than a record header's bytes remain.
+    pub fn next_record_pos(&self, pos: u64) -> u64 {
+        let off = self.page_offset(pos);
+        if off != 0 && self.block - off < RECORD_HEADER_LEN as u64 {
+            self.page_start(pos) + self.block
+        } else {
+            pos
+        }
+    }
+
+    /// `Some(next record position)` when a record ending at `pos` ends a
+    /// flush: the next record goes at a sector boundary.
+    pub fn flush_boundary(&self, pos: u64) -> Option<u64> {
+        let next = self.next_record_pos(pos);
+        next.is_multiple_of(WAL_SECTOR).then_some(next)
+    }
+
     /// Blocks per segment file.
     pub fn blocks_per_segment(&self) -> u64 {
         self.segment / self.block
@@ -365,6 +396,10 @@ mod tests {
         assert_eq!(g.segment_offset(MB + 5), 5);
         assert_eq!(g.page_start(8195), 8192);
         assert_eq!(align_up(33), 40);
+        assert_eq!(g.flush_boundary(1024), Some(1024));
+        assert_eq!(g.flush_boundary(1016), None);
+        assert_eq!(g.flush_boundary(8192 - 24), Some(8192));
+        assert_eq!(g.flush_boundary(8192 - 32), None);
         assert!(validate_sizes(1024, MB).is_ok());
         assert!(validate_sizes(65536, MB).is_ok());
         assert!(validate_sizes(3000, MB).is_err());

@@ -14,19 +14,26 @@
 //!   CRC, previous-record LSN and epoch are checked before it is returned.
 //!   Page and record epochs must not decrease along the log: a lower one is
 //!   stale, left over from a timeline that an earlier recovery cut off.
+//! - Every flush ends on a sector boundary (a padding record fills the
+//!   rest). Records are returned only once a record ending on such a
+//!   boundary is read: those after the last one belong to a flush that did
+//!   not complete (nobody was told they committed), and the WAL ends before
+//!   them, on the boundary, where the writer continues without writing
+//!   into a sector that holds durable WAL. Padding records are skipped.
 
 use super::config::WalConfig;
 use super::end::EndOfWal;
 use super::format::{
     align_up, validate_sizes, Geometry, PageHeader, RecordHeader, MAX_RECORD_LEN, PAGE_FLAGS_KNOWN,
     PAGE_FLAG_CONTINUATION, PAGE_FLAG_FIRST_IN_SEGMENT, PAGE_HEADER_VERSION, PAGE_MAGIC,
-    RECORD_ALIGN, RECORD_HEADER_LEN,
+    RECORD_ALIGN, RECORD_HEADER_LEN, RECORD_KIND_PADDING,
 };
 use super::record::{RecordData, RecordKind};
 use super::segment;
 use crate::error::{Error, Result};
 use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::lsn::Lsn;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -113,6 +120,18 @@ pub struct WalReader {
     seg: Option<(u64, Arc<dyn File>)>,
     page: Option<Page>,
     end: Option<(Lsn, EndOfWal)>,
+    /// Records read past the last flush boundary, returned once a record
+    /// ends on the next one, dropped if the WAL ends first.
+    held: Vec<ReadRecord>,
+    /// Records up to the last flush boundary, not yet returned.
+    ready: VecDeque<ReadRecord>,
+    /// The last flush boundary (the start before any) and the record
+    /// ending there (padding included), as `expected_prev` holds it.
+    boundary: u64,
+    boundary_prev: Option<u64>,
+    returned_end: u64,
+    /// Every valid record, an incomplete flush's too (a tool's view).
+    every_record: bool,
 }
 
 impl WalReader {
@@ -151,6 +170,12 @@ impl WalReader {
             seg: None,
             page: None,
             end: None,
+            held: Vec::new(),
+            ready: VecDeque::new(),
+            boundary: start.0,
+            boundary_prev: expected_prev,
+            returned_end: start.0,
+            every_record: false,
         })
     }
 
@@ -160,22 +185,32 @@ impl WalReader {
         self
     }
 
+    /// Returns the records of a flush that did not complete as well (not
+    /// for recovery: the writer writes over them); the end is then the end
+    /// of the last record returned.
+    pub fn every_record(mut self) -> WalReader {
+        self.every_record = true;
+        self
+    }
+
     /// Checks the first record's previous-record LSN against `prev`.
     pub fn expect_prev(mut self, prev: Lsn) -> WalReader {
         self.expected_prev = Some(prev.0);
+        self.boundary_prev = Some(prev.0);
         self
     }
 
     /// The end of the last record returned (the start before any).
     pub fn position(&self) -> Lsn {
-        Lsn(self.pos)
+        Lsn(self.returned_end)
     }
 
-    /// The LSN of the last record returned (or the expected predecessor
-    /// of the first; `Lsn::INVALID` when unknown): the `prev_record` to
-    /// give [`super::Wal::open`].
+    /// The LSN of the record before the end of WAL, once `next` returned
+    /// `None` (a padding record's, if one ends the WAL; the expected
+    /// predecessor of the first when none was read; `Lsn::INVALID` when
+    /// unknown): the `prev_record` to give [`super::Wal::open`].
     pub fn prev_record(&self) -> Lsn {
-        Lsn(self.expected_prev.unwrap_or(0))
+        Lsn(self.boundary_prev.unwrap_or(0))
     }
 
     /// Where valid WAL ends and why, once `next` returned `None`.
@@ -186,11 +221,39 @@ impl WalReader {
     /// The next record, or `None` at the end of valid WAL.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<ReadRecord>> {
-        if self.end.is_some() {
-            return Ok(None);
+        loop {
+            if let Some(rec) = self.ready.pop_front() {
+                self.returned_end = rec.end_lsn.0;
+                return Ok(Some(rec));
+            }
+            if self.end.is_some() {
+                return Ok(None);
+            }
+            self.read_to_boundary()?;
         }
+    }
+
+    /// Reads one record; moves the records held to `ready` when it ends a
+    /// flush, or ends the WAL at the last boundary.
+    fn read_to_boundary(&mut self) -> Result<()> {
         match self.read_record() {
-            Ok(rec) => Ok(Some(rec)),
+            Ok(rec) if self.every_record => {
+                if let Some(rec) = rec {
+                    self.boundary = self.pos;
+                    self.boundary_prev = self.expected_prev;
+                    self.ready.push_back(rec);
+                }
+                Ok(())
+            }
+            Ok(rec) => {
+                self.held.extend(rec);
+                if let Some(next) = self.geo.flush_boundary(self.pos) {
+                    self.ready.extend(self.held.drain(..));
+                    self.boundary = next;
+                    self.boundary_prev = self.expected_prev;
+                }
+                Ok(())
+            }
             Err(Stop::End(why)) => {
                 // Valid WAL ending on a page with unreadable sectors ends
                 // because of them (the page was being written at a crash).
@@ -206,8 +269,11 @@ impl WalReader {
                     }
                     _ => why,
                 };
-                self.end = Some((Lsn(self.pos), why));
-                Ok(None)
+                // An incomplete flush's records: never acknowledged, and
+                // the writer will write over them.
+                self.held.clear();
+                self.end = Some((Lsn(self.boundary), why));
+                Ok(())
             }
             Err(Stop::Fail(e)) => Err(e),
         }
@@ -222,7 +288,8 @@ impl WalReader {
         Ok(out)
     }
 
-    fn read_record(&mut self) -> std::result::Result<ReadRecord, Stop> {
+    /// The next record (`None`: a padding record, skipped).
+    fn read_record(&mut self) -> std::result::Result<Option<ReadRecord>, Stop> {
         let geo = self.geo;
         let mut p = self.pos;
         if geo.page_offset(p) == 0 {
@@ -251,8 +318,9 @@ impl WalReader {
         self.read_record_at(p)
     }
 
-    /// Reads the record starting at `p` on the loaded page.
-    fn read_record_at(&mut self, start: u64) -> std::result::Result<ReadRecord, Stop> {
+    /// Reads the record starting at `p` on the loaded page (`None`: a
+    /// padding record).
+    fn read_record_at(&mut self, start: u64) -> std::result::Result<Option<ReadRecord>, Stop> {
         let floor = self.epoch_floor;
         let off = self.geo.page_offset(start) as usize;
         let page = self.page.as_ref().expect("record start page is loaded");
@@ -302,20 +370,42 @@ impl WalReader {
             }
             .into());
         }
-        let data = self.decode(&h, start, &payload)?;
+        let data = if h.kind == RECORD_KIND_PADDING {
+            self.check_padding(&h, start)?;
+            None
+        } else {
+            Some(self.decode(&h, start, &payload)?)
+        };
         let end = align_up(after);
         self.pos = end;
         self.first = false;
         self.expected_prev = Some(start);
         self.epoch_floor = self.epoch_floor.max(h.epoch);
-        Ok(ReadRecord {
+        Ok(data.map(|data| ReadRecord {
             lsn: Lsn(start),
             end_lsn: Lsn(end),
             prev_lsn: Lsn(h.prev_lsn),
             total_len: h.total_len,
             epoch: h.epoch,
             data,
-        })
+        }))
+    }
+
+    /// A CRC-valid padding record must end on a sector boundary and carry
+    /// no transaction or flags: otherwise this version did not write it.
+    fn check_padding(&self, h: &RecordHeader, start: u64) -> Result<()> {
+        let end = align_up(start + h.total_len as u64);
+        if h.xid == 0 && h.flags == 0 && h.reserved == 0 && self.geo.flush_boundary(end).is_some() {
+            return Ok(());
+        }
+        Err(Error::corruption(
+            segment::segment_path(&self.dir, self.geo.segment_of(start)),
+            format!("LSN {}", Lsn(start)),
+            format!(
+                "CRC-valid padding record of {} bytes with xid {}, flags {:#04x}, reserved {:#06x} that does not end a sector",
+                h.total_len, h.xid, h.flags, h.reserved
+            ),
+        ))
     }
 
     /// The record's contents; a CRC-valid record this version cannot
@@ -451,6 +541,18 @@ impl WalReader {
             .into());
         }
         if h.version != PAGE_HEADER_VERSION {
+            if h.address == p {
+                // Written here by another version of the format: reading
+                // it by this version's rules could drop commits.
+                return Err(Stop::Fail(Error::corruption(
+                    segment::segment_path(&self.dir, self.geo.segment_of(p)),
+                    format!("LSN {page}"),
+                    format!(
+                        "WAL page header version {}; this build reads version {PAGE_HEADER_VERSION} only",
+                        h.version
+                    ),
+                )));
+            }
             return Err(bad(format!("unknown header version {}", h.version)));
         }
         if h.address != p {

@@ -15,17 +15,22 @@
 //!   position. A flush leader takes `Arc` clones of the blocks; an insert
 //!   into a block the leader holds copies it first (`Arc::make_mut`), so the
 //!   leader writes a stable image without holding `inner`.
-//! - A flush writes whole blocks, from the block holding the flushed
-//!   position through the block holding the insert position, zero past the
-//!   insert position. Bytes below the flushed position are rewritten
-//!   identical, so a torn rewrite cannot damage an acknowledged commit.
+//! - A flush first pads the insert position to a 512-byte sector boundary
+//!   with a padding record, then writes the sectors from the flushed
+//!   position (a sector boundary) to it. A sector holding durable WAL is
+//!   never written again: a torn write, even one whose old sectors read
+//!   back as zeros or fail, cannot damage an acknowledged commit. The
+//!   reader keeps only records up to such a boundary, so the WAL always
+//!   ends where a writer may continue without touching durable sectors.
 //! - The flushed position advances only after every written segment file
 //!   was fdatasynced; a segment is created (zero-filled, fsynced, renamed,
 //!   directory fsynced) before the first write into it.
 
 use super::buffer::Inner;
 use super::config::{add, Counters, WalConfig, WalStats};
-use super::format::{Geometry, PageHeader, MAX_RECORD_LEN, PAGE_MAGIC, RECORD_HEADER_LEN};
+use super::format::{
+    Geometry, PageHeader, MAX_RECORD_LEN, PAGE_MAGIC, RECORD_HEADER_LEN, WAL_SECTOR,
+};
 use super::record::RecordData;
 use super::segment;
 use crate::error::{Error, Result};
@@ -96,9 +101,11 @@ impl Wal {
     }
 
     /// Opens the WAL to continue writing at `end`, the end of valid WAL the
-    /// reader found, after the record at `prev_record`. The partial block
-    /// holding `end` is read back so its flushed bytes are rewritten
-    /// identical; its bytes past `end` become zero in memory.
+    /// reader found, after the record at `prev_record`. The reader ends the
+    /// WAL on a sector boundary, so nothing below `end` is written again.
+    /// The block holding `end` is read back (its header checked); its bytes
+    /// past `end` become zero in memory. An `end` inside a sector (never
+    /// from recovery) has its sector rewritten with the bytes read back.
     pub fn open(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
@@ -277,15 +284,20 @@ impl Wal {
         res.map(|_| ())
     }
 
-    /// The leader's work: write blocks `[flushed block, insert block]`,
-    /// fdatasync them, drop the blocks no longer needed. Returns the new
-    /// flushed position.
+    /// The leader's work: pad the insert position to a sector boundary,
+    /// write the sectors from the one holding `flushed` up to it, fdatasync
+    /// them, drop the blocks no longer needed. Returns the new flushed
+    /// position.
     fn lead_flush(&self, flushed: u64, upto: u64) -> Result<u64> {
         let mut io = self.io.lock();
         let geo = self.geo;
-        let first = flushed / geo.block;
+        // Flushes end on sector boundaries, so this is `flushed` itself
+        // (unless the WAL was opened mid-sector): no sector holding only
+        // durable WAL is written again.
+        let from = flushed - flushed % WAL_SECTOR;
+        let first = from / geo.block;
         let (target, blocks) = {
-            let g = self.inner.lock();
+            let mut g = self.inner.lock();
             if upto > g.insert_pos {
                 return Err(Error::Invalid(format!(
                     "WAL flush request {} is past the insert position {}",
@@ -293,12 +305,14 @@ impl Wal {
                     Lsn(g.insert_pos)
                 )));
             }
+            let pad = g.pad_to_sector(&self.cfg, &geo);
+            add(&self.counters.padding_bytes, pad);
             let last = (g.insert_pos - 1) / geo.block;
             assert!(g.base_block <= first, "unflushed WAL block dropped");
-            let from = (first - g.base_block) as usize;
+            let idx = (first - g.base_block) as usize;
             let blocks: Vec<Arc<Vec<u8>>> = g
                 .blocks
-                .range(from..=(last - g.base_block) as usize)
+                .range(idx..=(last - g.base_block) as usize)
                 .cloned()
                 .collect();
             (g.insert_pos, blocks)
@@ -311,10 +325,22 @@ impl Wal {
             let segno = block_no / per_seg;
             let n = (blocks.len() - i).min((per_seg - block_no % per_seg) as usize);
             let file = self.segment_file(&mut io, segno)?;
-            let bufs: Vec<&[u8]> = blocks[i..i + n].iter().map(|b| b.as_slice()).collect();
-            let offset = (block_no % per_seg) * geo.block;
+            // Only the sectors in [from, target) of these blocks.
+            let bufs: Vec<&[u8]> = (i..i + n)
+                .map(|j| {
+                    let start = (first + j as u64) * geo.block;
+                    let lo = from.saturating_sub(start).min(geo.block) as usize;
+                    let hi = (target - start).min(geo.block) as usize;
+                    &blocks[j][lo..hi]
+                })
+                .collect();
+            let pos = if i == 0 { from } else { block_no * geo.block };
+            let offset = geo.segment_offset(pos);
             file.write_vectored_at(&bufs, offset, Issuer::WalWriter)?;
-            add(&self.counters.bytes_written, n as u64 * geo.block);
+            add(
+                &self.counters.bytes_written,
+                bufs.iter().map(|b| b.len() as u64).sum(),
+            );
             written.push(file);
             i += n;
         }
@@ -400,8 +426,7 @@ fn read_partial_block(
     let file = fs.open(&path, FileKind::Wal, OpenOptions::read_only())?;
     let mut block = vec![0u8; geo.block as usize];
     // Read as the reader read it: an unreadable sector below `end` was
-    // zeros, or a record's CRC would have ended the WAL before it. The
-    // rewrite puts those zeros back on a readable sector.
+    // zeros, or a record's CRC would have ended the WAL before it.
     let flushed = geo.page_offset(end) as usize;
     let (n, _) = super::reader::read_around_unreadable(
         file.as_ref(),
