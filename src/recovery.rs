@@ -11,6 +11,10 @@
 //!   to a page whose LSN already covers the record.
 //! - A structure change restores full images, so it does not need the old
 //!   page: a page that fails its checks is handed out as zeros and restored.
+//!   So is a page the data file ends inside of (an append a power loss cut
+//!   short): it is new since the last checkpoint (an older page was fsynced
+//!   whole), so the split that made it logged its image after the redo
+//!   point, in every mode.
 //!   A row change to a damaged page cannot be replayed: recovery stops with
 //!   an error naming the page (with `torn_page_protection = off` this is how
 //!   a torn page is reported).

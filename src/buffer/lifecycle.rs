@@ -9,6 +9,7 @@
 use super::frame::{EMPTY, FREE, LOADING, MAX_USAGE, NO_PAGE, VALID};
 use super::{BufferPool, ClaimedFrame, PageId, Pinned};
 use crate::error::{Error, Result};
+use crate::file::segmented::PageRead;
 use crate::file::Issuer;
 use crate::page::{page_lsn, verify_page, PageError, PageState};
 use std::sync::atomic::Ordering::*;
@@ -152,7 +153,22 @@ impl BufferPool {
                 self.damaged.lock().push(id);
                 return Ok(());
             }
-            res => res?,
+            // The file ends inside the page: an append the power cut short
+            // (ext4 journals a size that covers only the blocks written
+            // back). Damaged, not new: its first bytes may be all that is
+            // left of committed rows, so redo must restore it from an image
+            // or name it; never hand it out as an empty page. PostgreSQL's
+            // mdread zero-fills a short block in recovery and refuses it
+            // outside.
+            Ok(PageRead::Short { .. }) if recovery => {
+                buf.fill(0);
+                self.damaged.lock().push(id);
+                return Ok(());
+            }
+            Ok(PageRead::Short { bytes }) => {
+                return Err(file.short_page_error(id.block as u64, bytes))
+            }
+            res => res? == PageRead::Whole,
         };
         let path = || file.path_of_block(id.block as u64);
         let at = || format!("block {}", id.block);

@@ -26,6 +26,19 @@ pub fn parse_segment_name(name: &str) -> Option<(u32, u64)> {
     }
 }
 
+/// What a page read found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageRead {
+    /// The whole page.
+    Whole,
+    /// The block lies beyond the end of the file (the buffer is zeroed).
+    BeyondEnd,
+    /// The file ends inside the page after `bytes` bytes (the rest of the
+    /// buffer is zeroed): a page being appended when the power failed, as
+    /// ext4 with 4 KB blocks can leave one.
+    Short { bytes: usize },
+}
+
 /// One data file made of segments.
 pub struct SegmentedFile {
     fs: Arc<dyn FileSystem>,
@@ -98,30 +111,44 @@ impl SegmentedFile {
         Ok(Some(file))
     }
 
-    /// Reads one page. A block beyond the end of the file is an error naming
-    /// the file and block.
+    /// Reads one page. A block beyond the end of the file, or a partial
+    /// one, is an error naming the file and block.
     pub fn read_page(&self, block: u64, buf: &mut [u8], who: Issuer) -> Result<()> {
-        if self.try_read_page(block, buf, who)? {
-            Ok(())
-        } else {
-            Err(Error::corruption(
+        match self.try_read_page(block, buf, who)? {
+            PageRead::Whole => Ok(()),
+            PageRead::BeyondEnd => Err(Error::corruption(
                 self.path_of_block(block),
                 format!("block {block}"),
                 "block lies beyond the end of the file",
-            ))
+            )),
+            PageRead::Short { bytes } => Err(self.short_page_error(block, bytes)),
         }
     }
 
-    /// Reads one page; returns `Ok(false)` (and a zeroed buffer) when the
-    /// block lies beyond the end of the file, as a page allocated but never
-    /// written before a crash does. A partial page at the end is corruption.
-    pub fn try_read_page(&self, block: u64, buf: &mut [u8], who: Issuer) -> Result<bool> {
+    /// The error for a page the file ends inside of (outside recovery, or
+    /// in it when no WAL record restores the page).
+    pub fn short_page_error(&self, block: u64, bytes: usize) -> Error {
+        Error::corruption(
+            self.path_of_block(block),
+            format!("block {block}"),
+            format!(
+                "partial page at the end of the file ({bytes} of {} bytes)",
+                self.page_size
+            ),
+        )
+    }
+
+    /// Reads one page; says whether it was whole, beyond the end of the
+    /// file (as a page allocated but never written before a crash is), or
+    /// cut short by the end of the file. The caller decides what the last
+    /// two mean: only recovery may take them for pages redo rewrites.
+    pub fn try_read_page(&self, block: u64, buf: &mut [u8], who: Issuer) -> Result<PageRead> {
         debug_assert_eq!(buf.len(), self.page_size);
         let seg = block / self.pages_per_segment;
         let off = (block % self.pages_per_segment) * self.page_size as u64;
         let Some(file) = self.segment(seg, false)? else {
             buf.fill(0);
-            return Ok(false);
+            return Ok(PageRead::BeyondEnd);
         };
         // EIO is the page's own fault (a bad sector), not the file's.
         let n = file.read_at(buf, off, who).map_err(|e| match e {
@@ -136,19 +163,13 @@ impl SegmentedFile {
         })?;
         if n == 0 {
             buf.fill(0);
-            return Ok(false);
+            return Ok(PageRead::BeyondEnd);
         }
         if n != buf.len() {
-            return Err(Error::corruption(
-                file.path(),
-                format!("block {block}"),
-                format!(
-                    "partial page at the end of the file ({n} of {} bytes)",
-                    buf.len()
-                ),
-            ));
+            buf[n..].fill(0);
+            return Ok(PageRead::Short { bytes: n });
         }
-        Ok(true)
+        Ok(PageRead::Whole)
     }
 
     /// Writes consecutive pages starting at `first_block`, one vectored write

@@ -15,8 +15,12 @@
 //!   of each kind; a write within one unit cannot tear, so it is kept or
 //!   dropped instead. Old bytes are those of the image being rebuilt (the
 //!   durable bytes and the earlier writes kept), zeros past its end. A torn
-//!   write extends the file to its end: the size reached the journal, the
-//!   data only in part. A unit left old reads back as zeros with
+//!   write that extends the file leaves it, in half the cases, ending at a
+//!   unit boundary inside the write (beyond the old end): ext4 with 4 KB
+//!   blocks may journal a size that covers only the blocks written back, so
+//!   a file can end mid-page. Otherwise the file reaches the write's end:
+//!   the size reached the journal, the data only in part. A unit left old
+//!   reads back as zeros with
 //!   `zero_sector_probability` and, independently, fails reads with EIO
 //!   until rewritten with `eio_sector_probability`.
 //! - A pending size change (`set_len`, `allocate`) is kept or dropped, with
@@ -195,6 +199,9 @@ pub struct TornWrite {
     pub path: PathBuf,
     pub offset: u64,
     pub len: u64,
+    /// `Some(end)`: the write extended the file, and the file now ends at
+    /// `end`, inside the write (a short extension).
+    pub file_cut_at: Option<u64>,
 }
 
 /// What a crash did.
@@ -204,6 +211,8 @@ pub struct CrashReport {
     pub writes_kept: u64,
     pub writes_dropped: u64,
     pub writes_torn: u64,
+    /// Torn writes that left the file ending inside them.
+    pub writes_cut_short: u64,
     /// Units (sectors, or atomic pages where larger) torn writes left old
     /// or zeroed.
     pub sectors_torn: u64,
@@ -316,12 +325,17 @@ impl Crasher<'_> {
         let unit = self.cfg.unit();
         let sector = self.cfg.sector_size as u64;
         let end = offset + data.len() as u64;
-        if (image.len() as u64) < end {
-            image.resize(end as usize, 0);
+        let file_cut_at = self.cut_extension(image.len() as u64, offset, end);
+        let kept_end = file_cut_at.unwrap_or(end);
+        if (image.len() as u64) < kept_end {
+            image.resize(kept_end as usize, 0);
         }
         for (i, is_new) in new.into_iter().enumerate() {
             let start = ((first + i as u64) * unit).max(offset);
-            let stop = ((first + i as u64 + 1) * unit).min(end);
+            let stop = ((first + i as u64 + 1) * unit).min(kept_end);
+            if start >= stop {
+                break; // past the file's new end: nothing of it survives
+            }
             let bytes = &mut image[start as usize..stop as usize];
             if is_new {
                 bytes.copy_from_slice(&data[(start - offset) as usize..(stop - offset) as usize]);
@@ -357,11 +371,31 @@ impl Crasher<'_> {
             }
         }
         self.report.writes_torn += 1;
+        self.report.writes_cut_short += file_cut_at.is_some() as u64;
         self.report.torn_writes.push(TornWrite {
             path: path.to_path_buf(),
             offset,
             len: data.len() as u64,
+            file_cut_at,
         });
+    }
+
+    /// Where a torn write that extends the file (old length `len`) leaves
+    /// its end: in half the cases a unit boundary inside the write and past
+    /// `len`, each equally likely (the file never shrinks); `None`: the
+    /// write's end. A write that extends the file by less than a unit
+    /// cannot end short.
+    fn cut_extension(&mut self, len: u64, offset: u64, end: u64) -> Option<u64> {
+        if end <= len {
+            return None;
+        }
+        let unit = self.cfg.unit();
+        let lowest = offset.max(len) / unit + 1;
+        let highest = end.div_ceil(unit) - 1;
+        if lowest > highest || !self.rng.chance(0.5) {
+            return None;
+        }
+        Some((lowest + self.rng.below(highest - lowest + 1)) * unit)
     }
 }
 

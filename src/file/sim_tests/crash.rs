@@ -47,6 +47,7 @@ fn an_unsynced_write_is_kept_dropped_or_torn() {
                     path: path.clone(),
                     offset: 0,
                     len: 4096,
+                    file_cut_at: None,
                 };
                 assert_eq!(report.torn_writes, vec![want]);
                 let old = new.iter().filter(|n| !**n).count() as u64;
@@ -102,6 +103,40 @@ fn atomic_page_writes_never_tear_inside_a_page() {
         big_torn += mixed(&big) as u32;
     }
     assert_eq!(big_torn, 200, "a 32 KB write tears at 8 KB boundaries");
+}
+
+#[test]
+fn a_torn_extension_may_leave_the_file_ending_inside_it() {
+    // 4 KB durable, then an 8 KB write that extends the file to 12 KB.
+    for atomic in [None, Some(8192)] {
+        let fs = new_fs();
+        let path = pending_overwrites(&fs, 4096, &[(4096, 8192)]);
+        let cfg = CrashConfig {
+            atomic_page_writes: atomic,
+            ..tear_only()
+        };
+        let unit = cfg.sector_size.max(atomic.unwrap_or(0));
+        let mut lengths = HashSet::new();
+        for (seed, c, report) in crashes(&fs, 0..200, &cfg) {
+            let bytes = c.live_bytes(&path).unwrap();
+            assert!(bytes[..4096].iter().all(|b| *b == 0xAA), "seed {seed}");
+            // Units left old past the old end read as zeros.
+            chunks_uniform(&bytes, 4096, bytes.len(), unit, 0, 0xBB);
+            let cut = report.torn_writes.first().and_then(|t| t.file_cut_at);
+            assert_eq!(cut.unwrap_or(12288), bytes.len() as u64, "seed {seed}");
+            assert!(cut.is_none_or(|c| c % unit as u64 == 0), "seed {seed}");
+            assert_eq!(report.writes_cut_short, cut.is_some() as u64);
+            lengths.insert(bytes.len());
+        }
+        if atomic.is_none() {
+            // Every sector boundary past the old end, and the whole write.
+            let want: HashSet<usize> = (9..=24).map(|s| s * 512).collect();
+            assert_eq!(lengths, want);
+        } else {
+            // An 8 KB unit holds the old end: the file ends at 8 or 12 KB.
+            assert_eq!(lengths, HashSet::from([8192, 12288]));
+        }
+    }
 }
 
 #[test]

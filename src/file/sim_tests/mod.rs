@@ -18,6 +18,8 @@ mod engine;
 mod faults;
 /// Seeds, images and traces: a crash replays exactly.
 mod replay;
+/// A data file ending inside its last page after a crash.
+mod short_page;
 
 const WHO: Issuer = Issuer::Client;
 const SEEDS: u64 = 400;
