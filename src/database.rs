@@ -46,13 +46,7 @@ pub fn create(
     settings: CreationSettings,
 ) -> Result<ControlFile> {
     settings.validate()?;
-    if settings.torn_page_protection == crate::settings::TornPageProtection::DoubleWrites {
-        return Err(Error::InvalidSetting {
-            name: "torn_page_protection",
-            detail: "double_writes is not implemented in this build yet; use full_pages or off"
-                .into(),
-        });
-    }
+    refuse_unbuilt(&settings, "use full_pages or off")?;
     if fs.exists(&ControlFile::path(dir)) {
         return Err(Error::AlreadyExists {
             path: dir.to_path_buf(),
@@ -104,8 +98,28 @@ pub fn open_control(
     requested: &RequestedCreationSettings,
 ) -> Result<ControlFile> {
     let control = ControlFile::read(fs, dir, Issuer::Tool)?;
+    // Before anything is written: opening would run the database with no
+    // torn-page protection while its control file promises some.
+    refuse_unbuilt(
+        &control.settings,
+        &format!(
+            "the control file of {} asks for it; open it with a build that has it",
+            dir.display()
+        ),
+    )?;
     control.settings.check_requested(requested)?;
     Ok(control)
+}
+
+/// Refuses settings this build cannot honour; `advice` says what to do.
+fn refuse_unbuilt(settings: &CreationSettings, advice: &str) -> Result<()> {
+    if settings.torn_page_protection == crate::settings::TornPageProtection::DoubleWrites {
+        return Err(Error::InvalidSetting {
+            name: "torn_page_protection",
+            detail: format!("double_writes is not implemented in this build yet; {advice}"),
+        });
+    }
+    Ok(())
 }
 
 /// What [`sync_after_unclean_shutdown`] made durable.

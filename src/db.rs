@@ -485,7 +485,14 @@ impl Database {
         inner.wal.flush(end, Issuer::Client)?;
         inner.catalog.write().remove(name);
         inner.pool.discard_file(table.file_id);
-        inner.pool.files().remove(table.file_id, Issuer::Client)
+        // A failed directory fsync is a failed fsync: stop, as PostgreSQL
+        // PANICs, rather than go on over a removal of unknown durability.
+        let removed = inner.pool.files().remove(table.file_id, Issuer::Client);
+        removed.inspect_err(|e| {
+            if e.is_fatal() {
+                inner.poison(e);
+            }
+        })
     }
 
     /// Loads rows in bounded transactions without waiting for each to be

@@ -175,3 +175,44 @@ fn a_row_written_again_counts_once_against_the_write_set_budget() {
     drop(tx);
     db.close().unwrap();
 }
+
+/// Every file under `dir` with its bytes, to show that nothing changed.
+fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(snapshot(&path));
+        } else {
+            out.push((path.clone(), std::fs::read(&path).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_control_file_asking_for_double_writes_is_refused_untouched() {
+    use untorn::control::ControlFile;
+    use untorn::file::{posix::PosixFileSystem, Issuer};
+    use untorn::TornPageProtection;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    Database::create(&path, Options::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    // A database made by a build that has double writes: this one would
+    // run it with no torn-page protection at all.
+    let fs = PosixFileSystem::default();
+    let mut control = ControlFile::read(&fs, &path, Issuer::Tool).unwrap();
+    control.settings.torn_page_protection = TornPageProtection::DoubleWrites;
+    control.write(&fs, &path, Issuer::Tool).unwrap();
+    let before = snapshot(&path);
+    let e = msg(Database::open(&path, Options::default()));
+    assert!(
+        e.contains("double_writes") && e.contains("this build"),
+        "{e}"
+    );
+    assert!(before == snapshot(&path), "the refused open changed files");
+}

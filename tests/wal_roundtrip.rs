@@ -203,16 +203,22 @@ fn too_long_record_is_an_error() {
     assert!(too_far.contains("past the insert position"), "{too_far}");
 }
 
-/// Inserting more than the buffer limit without flushing writes out (and
-/// syncs) on the inserting thread, without counting a flush request.
+/// Inserts never flush (their callers hold latches); past the buffer
+/// limit, `make_room` writes out and syncs without counting a flush
+/// request, and below it does nothing.
 #[test]
-fn inserts_past_the_buffer_limit_flush_by_themselves() {
+fn make_room_flushes_past_the_buffer_limit() {
     let dir = tempfile::tempdir().unwrap();
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
     let c = cfg(16384, 1);
     let wal = Wal::create(fs.clone(), dir.path(), c).unwrap();
     let plan: Vec<(usize, bool)> = (0..20).map(|_| (1_000_000, false)).collect();
-    let written = write(&wal, 0, &plan);
+    let mut written = write(&wal, 0, &plan[..10]);
+    wal.make_room().unwrap();
+    assert_eq!(wal.stats().flush_rounds, 0, "below the limit");
+    written.extend(write(&wal, 10, &plan[10..]));
+    assert_eq!(wal.flushed_lsn(), Lsn(0), "an insert flushed");
+    wal.make_room().unwrap();
     let stats = wal.stats();
     assert_eq!(stats.flush_requests, 0);
     assert!(stats.flush_rounds >= 1, "{stats:?}");

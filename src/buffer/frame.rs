@@ -158,4 +158,69 @@ impl Frame {
             self.usage.store(u + 1, Relaxed);
         }
     }
+
+    /// One pass of the clock hand: true if the frame was recently used
+    /// (its count is then one lower), false if it may be evicted.
+    /// One compare-and-swap: two sweeps that both read 1 and both
+    /// subtracted would wrap it to 255 (`touch` may lose a count to a race,
+    /// but never leaves 0..=MAX_USAGE).
+    pub(crate) fn cool(&self) -> bool {
+        self.usage
+            .fetch_update(Relaxed, Relaxed, |u| u.checked_sub(1))
+            .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two sweeps passing a frame at usage 1 at the same moment must not
+    /// take it below 0: a wrap to 255 keeps it from eviction for 255 passes.
+    #[test]
+    fn concurrent_sweeps_never_wrap_the_usage_count() {
+        use std::sync::atomic::AtomicU32;
+        const ROUNDS: u32 = 20_000;
+        let f = Frame::new(64);
+        // Round r starts when `start` is r and ends when both sweeps have
+        // counted themselves in `done`; spinning starts them together.
+        let start = AtomicU32::new(0);
+        let done = AtomicU32::new(0);
+        let mut wrapped = 0;
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for r in 1..=ROUNDS {
+                        wait_until(|| start.load(Acquire) >= r);
+                        f.cool();
+                        done.fetch_add(1, AcqRel);
+                    }
+                });
+            }
+            for r in 1..=ROUNDS {
+                f.usage.store(1, Relaxed);
+                done.store(0, Relaxed);
+                start.store(r, Release);
+                wait_until(|| done.load(Acquire) >= 2);
+                if f.usage.load(Relaxed) > MAX_USAGE {
+                    wrapped += 1;
+                }
+            }
+        });
+        assert_eq!(wrapped, 0, "the usage count wrapped in {wrapped} rounds");
+    }
+
+    /// Spins briefly (to start both sweeps together), then yields, so the
+    /// test does not starve a busy machine.
+    fn wait_until(ready: impl Fn() -> bool) {
+        let mut spins = 0u32;
+        while !ready() {
+            spins += 1;
+            if spins < 1000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
 }

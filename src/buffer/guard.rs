@@ -7,6 +7,30 @@ use crate::file::Issuer;
 use crate::Lsn;
 use std::sync::atomic::Ordering::*;
 
+// The page latches this thread holds through guards, counted where the
+// rule "no latch is held across a WAL flush" can be checked cheaply: in
+// debug builds and the library's own tests.
+#[cfg(any(test, debug_assertions))]
+thread_local! {
+    static LATCHES_HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[inline]
+fn held(delta: isize) {
+    #[cfg(any(test, debug_assertions))]
+    LATCHES_HELD.with(|n| n.set(n.get().wrapping_add_signed(delta)));
+    let _ = delta;
+}
+
+/// How many page latches this thread holds through guards (0 in release
+/// builds, which do not count them).
+pub fn latches_held() -> usize {
+    #[cfg(any(test, debug_assertions))]
+    return LATCHES_HELD.with(|n| n.get());
+    #[cfg(not(any(test, debug_assertions)))]
+    0
+}
+
 impl Drop for ClaimedFrame<'_> {
     fn drop(&mut self) {
         if let Some(idx) = self.idx.take() {
@@ -33,12 +57,14 @@ impl<'a> Pinned<'a> {
     /// descent can latch the child before it lets go of the parent.
     pub fn into_read(self) -> PageRead<'a> {
         std::mem::forget(self.frame().latch.read());
+        held(1);
         PageRead { pin: self }
     }
 
     /// Takes the exclusive latch; the result owns the pin and the latch.
     pub fn into_write(self) -> PageWrite<'a> {
         std::mem::forget(self.frame().latch.write());
+        held(1);
         PageWrite {
             pin: self,
             dirtied: false,
@@ -106,6 +132,7 @@ impl<'a> PageRead<'a> {
         // move the pin out of a value whose destructor will not run.
         unsafe {
             this.pin.frame().latch.force_unlock_read();
+            held(-1);
             std::ptr::read(&this.pin)
         }
     }
@@ -115,6 +142,7 @@ impl Drop for PageRead<'_> {
     fn drop(&mut self) {
         // SAFETY: into_read took the shared latch and forgot its guard.
         unsafe { self.pin.frame().latch.force_unlock_read() }
+        held(-1);
     }
 }
 
@@ -163,6 +191,7 @@ impl<'a> PageWrite<'a> {
         // SAFETY: into_write took the exclusive latch; released once here.
         unsafe {
             this.pin.frame().latch.force_unlock_write();
+            held(-1);
             std::ptr::read(&this.pin)
         }
     }
@@ -172,5 +201,6 @@ impl Drop for PageWrite<'_> {
     fn drop(&mut self) {
         // SAFETY: into_write took the exclusive latch and forgot its guard.
         unsafe { self.pin.frame().latch.force_unlock_write() }
+        held(-1);
     }
 }

@@ -257,8 +257,7 @@ impl BufferPool {
             if f.pins.load(Acquire) != 0 || f.state.load(Acquire) != VALID {
                 continue;
             }
-            if f.usage.load(Relaxed) > 0 {
-                f.usage.fetch_sub(1, Relaxed);
+            if f.cool() {
                 continue;
             }
             // Prefer a clean victim (a dirty one costs a WAL flush and a

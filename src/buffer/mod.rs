@@ -22,7 +22,7 @@ mod lifecycle;
 mod pool_io;
 
 pub use frame::{FrameData, PageId};
-pub use guard::{PageRead, PageWrite};
+pub use guard::{latches_held, PageRead, PageWrite};
 pub use pool_io::DataFiles;
 
 use crate::error::{Error, Result};

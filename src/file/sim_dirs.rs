@@ -4,7 +4,7 @@
 //! the inode lifetime that names decide.
 
 use super::{os_error, Inode, State};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::file::OpenOptions;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -158,6 +158,20 @@ impl State {
             return Err(os_error(dir, "open directory", libc::ENOENT));
         }
         self.power(dir)?;
+        let fail = match &mut self.faults.fail_sync_dir_after {
+            Some(0) => self.faults.fail_sync_dir_after.take().is_some(),
+            Some(n) => {
+                *n -= 1;
+                false
+            }
+            None => false,
+        };
+        if fail {
+            return Err(Error::FsyncFailed {
+                path: dir.to_path_buf(),
+                source: std::io::Error::from_raw_os_error(libc::EIO),
+            });
+        }
         let ops = self.dir_pending.remove(dir).unwrap_or_default();
         for op in &ops {
             op.apply(&mut self.durable_ns);

@@ -43,6 +43,10 @@ pub struct FaultConfig {
     /// instant, until [`SimFileSystem::crash`] clears the switch. Reads
     /// still see the cache. Sweeping `n` sweeps the crash point.
     pub power_cut_after: Option<u64>,
+    /// `Some(n)`: `n` more directory fsyncs succeed, the next one fails
+    /// with EIO and the switch clears. Its name changes stay pending: a
+    /// crash may still lose them.
+    pub fail_sync_dir_after: Option<u64>,
 }
 
 impl Default for FaultConfig {
@@ -55,6 +59,7 @@ impl Default for FaultConfig {
             misdirect_next_write: None,
             lose_next_write: None,
             power_cut_after: None,
+            fail_sync_dir_after: None,
         }
     }
 }

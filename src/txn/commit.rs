@@ -49,6 +49,12 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
         .collect();
     let mut applied = None;
     for _ in 0..MAX_ROUNDS {
+        // Before any latch: the flush that bounds the WAL buffer.
+        db.wal.make_room().inspect_err(|e| {
+            if e.is_fatal() {
+                db.poison(e);
+            }
+        })?;
         let groups = prepare(tx, &writes)?;
         if let Some(done) = apply(tx, &writes, groups)? {
             applied = Some(done);

@@ -14,6 +14,8 @@
 
 pub mod commit;
 pub mod lock;
+#[cfg(test)]
+mod tests;
 
 use crate::btree::ops::RowChange;
 use crate::btree::{node, Tree};

@@ -44,8 +44,8 @@ use std::sync::Arc;
 /// At most this many recycled segments wait for reuse; older ones beyond
 /// that are removed.
 pub const MAX_RECYCLED_SEGMENTS: usize = 4;
-/// When the unflushed blocks in memory exceed this, the inserting thread
-/// flushes before returning, so memory stays bounded.
+/// When the unflushed blocks in memory exceed this, the next commit
+/// flushes before it latches anything ([`Wal::make_room`]).
 pub const WAL_BUFFER_LIMIT_BYTES: usize = 16 * 1024 * 1024;
 
 struct FlushState {
@@ -196,8 +196,8 @@ impl Wal {
     }
 
     /// Appends a record; returns its start and end LSN. Durable only after
-    /// [`Wal::flush`] up to the end LSN. Never waits for a flush's I/O,
-    /// except when the unflushed blocks exceed [`WAL_BUFFER_LIMIT_BYTES`].
+    /// [`Wal::flush`] up to the end LSN. Never waits for a flush's I/O: its
+    /// callers hold latches (call [`Wal::make_room`] before taking them).
     pub fn insert(&self, rec: &RecordData) -> Result<(Lsn, Lsn)> {
         let payload = rec.encode()?;
         let total = RECORD_HEADER_LEN as u64 + payload.len() as u64;
@@ -208,10 +208,9 @@ impl Wal {
             )));
         }
         let payload_crc = crc32c::crc32c(&payload);
-        let (start, end, buffered) = {
+        let (start, end) = {
             let mut g = self.inner.lock();
-            let (start, end) = g.append(&self.cfg, &self.geo, rec, &payload, payload_crc);
-            (start, end, g.blocks.len() * self.geo.block as usize)
+            g.append(&self.cfg, &self.geo, rec, &payload, payload_crc)
         };
         add(&self.counters.records, 1);
         add(&self.counters.bytes, total);
@@ -223,13 +222,23 @@ impl Wal {
             add(&self.counters.fpi, images);
             add(&self.counters.fpi_bytes, image_bytes);
         }
-        if buffered > WAL_BUFFER_LIMIT_BYTES {
-            // Make room. The record is inserted whatever happens here, so
-            // an error is not the insert's: the caller's own flush reports
-            // it (a fatal one is sticky).
-            let _ = self.flush_to(end, false);
-        }
         Ok((Lsn(start), Lsn(end)))
+    }
+
+    /// Flushes everything inserted if the unflushed blocks exceed
+    /// [`WAL_BUFFER_LIMIT_BYTES`], so memory stays bounded. Every commit
+    /// calls it before latching its leaves: a flush under a latch would
+    /// make each reader of those pages wait for the WAL's I/O. The buffer
+    /// may pass the limit by the records inserted since the last call.
+    pub fn make_room(&self) -> Result<()> {
+        let (buffered, upto) = {
+            let g = self.inner.lock();
+            (g.blocks.len() * self.geo.block as usize, g.insert_pos)
+        };
+        if buffered > WAL_BUFFER_LIMIT_BYTES {
+            self.flush_to(upto, false)?;
+        }
+        Ok(())
     }
 
     /// Group commit: returns once everything before `upto` is durable. If
@@ -247,6 +256,14 @@ impl Wal {
     /// [`Wal::flush`]; `count` says whether this is a counted request (an
     /// insert making room is not).
     fn flush_to(&self, upto: u64, count: bool) -> Result<()> {
+        // Every thread that wants a latch this thread holds would wait for
+        // the flush's I/O (correctness.md: no latch across a WAL flush).
+        #[cfg(any(test, debug_assertions))]
+        assert_eq!(
+            crate::buffer::latches_held(),
+            0,
+            "a WAL flush with a page latch held"
+        );
         let mut st = self.state.lock();
         loop {
             if let Some(path) = &st.poisoned {

@@ -274,3 +274,25 @@ fn without_protection_a_torn_page_is_detected_never_silently_wrong() {
         assert!(named && !f.contains("rows wrong"), "{f}");
     }
 }
+
+/// A failed directory fsync while dropping a table leaves the removal's
+/// durability unknown: the database must stop, as at any failed fsync.
+#[test]
+fn a_failed_directory_fsync_in_drop_table_stops_the_database() {
+    let stats = Arc::new(IoStats::default());
+    let fs = SimFileSystem::new(stats.clone());
+    let opts = engine_options(TornPageProtection::FullPages);
+    let db =
+        Database::create_with(Arc::new(fs.clone()), stats, Path::new("/sim/db"), opts).unwrap();
+    let keep = db.create_table("keep").unwrap();
+    db.create_table("gone").unwrap();
+    fs.update_faults(|c| c.fail_sync_dir_after = Some(0));
+    let e = db.drop_table("gone").unwrap_err();
+    assert!(matches!(e, Error::FsyncFailed { .. }), "{e}");
+    let mut tx = db.begin();
+    let res = tx
+        .insert(&keep, &key_u64(1), b"after")
+        .and_then(|_| tx.commit());
+    assert!(matches!(res, Err(Error::Stopped(_))), "{res:?}");
+    assert!(matches!(db.checkpoint(), Err(Error::Stopped(_))));
+}

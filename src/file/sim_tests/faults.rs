@@ -188,3 +188,25 @@ fn a_power_cut_stops_every_change_until_the_crash() {
     g.write_at(b"power is back", 0, WHO).unwrap();
     g.sync_data(WHO).unwrap();
 }
+
+#[test]
+fn a_failed_directory_fsync_keeps_its_names_pending() {
+    let fs = new_fs();
+    fs.create_dir_all(dir()).unwrap();
+    let path = dir().join("new");
+    fs.open(&path, FileKind::Data, OpenOptions::create_new())
+        .unwrap();
+    fs.update_faults(|c| c.fail_sync_dir_after = Some(1));
+    fs.sync_dir(Path::new("/sim"), WHO).unwrap();
+    let e = fs.sync_dir(dir(), WHO).unwrap_err();
+    assert!(
+        e.is_fatal() && matches!(e, Error::FsyncFailed { .. }),
+        "{e}"
+    );
+    assert_eq!(fs.faults().fail_sync_dir_after, None);
+    let lost = crashes(&fs, 0..64, &CrashConfig::default())
+        .filter(|(_, c, _)| !c.exists(&path))
+        .count();
+    assert!(lost > 0, "the new name was made durable");
+    fs.sync_dir(dir(), WHO).unwrap();
+}
