@@ -47,7 +47,8 @@ pub struct VerifyReport {
     pub failures: Vec<PageFailure>,
     /// Files in the data directory that are not data segments.
     pub skipped_files: Vec<PathBuf>,
-    /// Files whose length is not a whole number of pages.
+    /// Files whose length is not a whole number of pages (their last,
+    /// partial block is also among the failures).
     pub partial_pages: Vec<PathBuf>,
 }
 
@@ -78,9 +79,6 @@ pub fn verify_database(fs: &dyn FileSystem, dir: &Path) -> Result<VerifyReport> 
         let file = fs.open(&path, FileKind::Data, OpenOptions::read_only())?;
         let len = file.len()?;
         report.files_scanned += 1;
-        if len % page_size as u64 != 0 {
-            report.partial_pages.push(path.clone());
-        }
         for index in 0..len / page_size as u64 {
             let block64 = segment * pages_per_segment + index;
             let block = u32::try_from(block64).map_err(|_| {
@@ -97,6 +95,24 @@ pub fn verify_database(fs: &dyn FileSystem, dir: &Path) -> Result<VerifyReport> 
                 Ok(PageState::Valid) => {}
                 Err(err) => report.failures.push(failure(&path, file_id, block, err)),
             }
+        }
+        if len % page_size as u64 != 0 {
+            // A write that extended the file was cut short by a crash.
+            // Recovery restores such a page from the WAL and rewrites it
+            // whole; one still here is damage (or recovery has not run).
+            let index = len / page_size as u64;
+            report.partial_pages.push(path.clone());
+            report.failures.push(PageFailure {
+                path: path.clone(),
+                file_id,
+                block: u32::try_from(segment * pages_per_segment + index).unwrap_or(u32::MAX),
+                calculated: None,
+                stored: None,
+                detail: format!(
+                    "partial page at the end of the file ({} of {page_size} bytes)",
+                    len % page_size as u64
+                ),
+            });
         }
     }
     Ok(report)

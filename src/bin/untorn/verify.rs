@@ -21,9 +21,6 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, json: bool) -> untorn::Result<ExitCo
                 _ => println!("verify: file \"{}\", block {}: {}", f.path.display(), f.block, f.detail),
             }
         }
-        for p in &report.partial_pages {
-            println!("verify: file \"{}\" ends in a partial page", p.display());
-        }
         for p in &report.skipped_files {
             println!(
                 "verify: skipped \"{}\": not a data segment file",

@@ -134,5 +134,15 @@ fn a_short_page_the_wal_cannot_restore_is_reported() {
     );
     drop(db);
     let report = crate::verify::verify_database(&fs, db_dir()).unwrap();
+    let named = report
+        .failures
+        .iter()
+        .map(|f| f.to_string())
+        .collect::<Vec<_>>();
+    let want = format!(
+        "{}: {block}: partial page at the end of the file (4096 of 8192 bytes)",
+        path.display()
+    );
+    assert_eq!(named, vec![want]);
     assert_eq!(report.partial_pages, vec![path]);
 }
