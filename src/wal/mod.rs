@@ -12,10 +12,11 @@
 //! - Records (32-byte header: length, kind, flags, xid, previous-record LSN,
 //!   epoch, CRC-32C) start 8-byte aligned; a header never straddles a page;
 //!   a payload may cross pages and segments.
-//! - Flushed bytes never change: a page header is written once when its
-//!   block is started; a flush writes whole blocks from the one holding the
-//!   flushed position through the one holding the insert position, zero
-//!   past the insert position, then fdatasyncs, before anyone is told.
+//! - Flushed sectors are never written again: a page header is written once
+//!   when its block is started; a flush pads to a 512-byte sector boundary
+//!   (a padding record), writes the sectors from the flushed position to
+//!   there, then fdatasyncs, before anyone is told. The reader keeps only
+//!   records up to such a boundary (an incomplete flush is dropped).
 //! - A new segment is zero-filled, fsynced and renamed into place with a
 //!   directory fsync before anything is written into it; a recycled one is
 //!   renamed to a future name and the directory fsynced. Segments are
