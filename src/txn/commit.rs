@@ -12,7 +12,12 @@
 //!    record: the database is poisoned (nothing more is written; the
 //!    process must reopen it and recover from the WAL).
 //!
-//! Then, with no latch held, wait until the WAL is flushed past the commit.
+//! Prepare also refuses a commit whose record could outgrow the WAL's
+//! record limit and reserves WAL space for it (the segments it needs are
+//! created), so apply and the flush after it cannot fail for space.
+//!
+//! Then, with no latch held, wait until the WAL is flushed past the commit:
+//! a failure there is fatal too, never an ordinary "commit failed".
 
 use super::Transaction;
 use crate::btree::ops::{apply_op, encode_op, space_needed, RowChange};
@@ -53,8 +58,13 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
     for _ in 0..MAX_ROUNDS {
         let groups = prepare(tx, &writes)?;
         // Apply must not fail: refuse here, with nothing changed, what its
-        // record could not hold.
-        check_record_len(tx, &writes, &groups)?;
+        // record could not hold, and make room for it in the WAL.
+        let len = check_record_len(tx, &writes, &groups)?;
+        let _space = db.wal.reserve(len).inspect_err(|e| {
+            if e.is_fatal() {
+                db.poison(e);
+            }
+        })?;
         if let Some(done) = apply(tx, &writes, groups)? {
             applied = Some(done);
             break;
@@ -67,12 +77,19 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
         ))
     })?;
     if wait && db.options.synchronous_commit {
-        // A failed fsync stops the database: this commit's changes are in
-        // the pages, but its record may not be durable, so nothing may read
-        // them (PostgreSQL PANICs here).
-        db.wal.flush(end, Issuer::Client).inspect_err(|e| {
+        // Any failure here stops the database: this commit's changes are
+        // visible and a later flush may make them durable, so the caller
+        // must not hear "failed" (a retry would apply them twice); and its
+        // record may never be durable, so nothing may read them
+        // (PostgreSQL PANICs here). Space was reserved in prepare.
+        db.wal.flush(end, Issuer::Client).map_err(|e| {
+            db.poison(&e);
             if e.is_fatal() {
-                db.poison(e);
+                e
+            } else {
+                Error::Stopped(format!(
+                    "the WAL flush after a commit was applied failed: {e}"
+                ))
             }
         })?;
     }
