@@ -111,6 +111,22 @@ pub enum Error {
         page_size: u32,
     },
 
+    /// A transaction's commit record could outgrow the WAL's record limit:
+    /// refused in prepare, before any change, so nothing of it happened
+    /// and the database goes on. Commit the work in smaller transactions.
+    #[error(
+        "transaction {xid} is too large to commit: its WAL record could take {len} bytes \
+         ({blocks} pages), over the limit of {limit} bytes per record (or {max_blocks} pages); \
+         nothing was written: commit in smaller transactions"
+    )]
+    CommitTooLarge {
+        xid: u64,
+        len: u64,
+        blocks: usize,
+        limit: u32,
+        max_blocks: usize,
+    },
+
     /// A caller asked for something that cannot be done.
     #[error("{0}")]
     Invalid(String),

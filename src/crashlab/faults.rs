@@ -137,7 +137,7 @@ pub fn fsync_eio(it: &mut Iteration, db: Database, t: &Tables) -> Outcome {
                 ))
             }
             TxnEnd::InFlight(_) => it.c.commits_in_flight += 1,
-            TxnEnd::Aborted(_) => {}
+            TxnEnd::Aborted(_) | TxnEnd::Refused(_) => {}
         }
         if db.checkpoint().is_ok() {
             stopped = false;
@@ -197,13 +197,19 @@ pub fn says_disk_full(e: &Error) -> bool {
 /// A data file or the WAL fills up during the workload; space returns;
 /// work must go on; then the power goes.
 pub fn disk_full(it: &mut Iteration, db: Database, t: &Tables) -> Outcome {
-    let txns = 10 + it.rng.below(40);
+    let mut txns = 10 + it.rng.below(40);
     let ps = it.opts.page_size as u64;
+    // Only growth takes space. The WAL grows by whole segments, created
+    // ahead of the commits that need them: run until one is, and let its
+    // creation fail part way.
     let (kind, budget) = if it.rng.chance(0.5) {
-        (FileKind::Wal, it.rng.below(txns * 8192))
+        txns = 2000;
+        let segment = it.base.options.creation.or_defaults().wal_segment_size;
+        (FileKind::Wal, it.rng.below(segment))
     } else {
         (FileKind::Data, it.rng.below(txns * ps / 2 + ps))
     };
+    let refused_before: Vec<usize> = it.oracle.parts.iter().map(|p| p.refused.len()).collect();
     it.sim
         .update_faults(|f| f.enospc_after_bytes = Some((kind, budget)));
     let end = workload::run_phase(&db, t, &mut it.oracle, &mut it.rng, &it.tags, txns, 0.08);
@@ -223,7 +229,7 @@ pub fn disk_full(it: &mut Iteration, db: Database, t: &Tables) -> Outcome {
         Ok(())
     })?;
     // Space is back. Go on in place if the engine can, else reopen.
-    let db = if db.checkpoint().is_ok() && resolve_in_flight(it, &db, t)? {
+    let db = if db.checkpoint().is_ok() && none_refused_visible(it, &db, t, &refused_before)? {
         db
     } else {
         drop(db);
@@ -244,35 +250,39 @@ pub fn disk_full(it: &mut Iteration, db: Database, t: &Tables) -> Outcome {
     Ok(())
 }
 
-/// Decides each commit that failed for a full disk by reading its rows:
-/// all there (it will be durable with the next commit) or none (it never
-/// happened). `Ok(false)`: the rows could not be read.
-fn resolve_in_flight(it: &mut Iteration, db: &Database, t: &Tables) -> Result<bool, String> {
-    for part in &mut it.oracle.parts {
-        let Some(txn) = part.pending.last().cloned() else {
-            continue;
-        };
+/// Checks that no commit the caller was told failed for a full disk is
+/// visible: a caller would retry it and apply it twice. `Ok(false)`: the
+/// rows could not be read. Only the commits refused since `before` (each
+/// part's count of refused commits) are checked: a later commit may have
+/// written what an older one wanted.
+fn none_refused_visible(
+    it: &mut Iteration,
+    db: &Database,
+    t: &Tables,
+    before: &[usize],
+) -> Result<bool, String> {
+    for (part, from) in it.oracle.parts.iter().zip(before) {
         let tx = db.begin();
-        let mut there = 0;
-        for ((tab, k), v) in &txn.changes {
-            let table = if *tab == Tab::Accounts {
-                &t.accounts
-            } else {
-                &t.items
-            };
-            match tx.get(table, &key_u64(*k)) {
-                Ok(got) => there += (got.as_ref() == v.as_ref()) as usize,
-                Err(_) => return Ok(false),
+        for txn in &part.refused[*from..] {
+            let mut there = 0;
+            for ((tab, k), v) in &txn.changes {
+                let table = if *tab == Tab::Accounts {
+                    &t.accounts
+                } else {
+                    &t.items
+                };
+                match tx.get(table, &key_u64(*k)) {
+                    Ok(got) => there += (got.as_ref() == v.as_ref()) as usize,
+                    Err(_) => return Ok(false),
+                }
             }
-        }
-        if there == 0 {
-            part.pending.pop();
-        } else if there < txn.changes.len() {
-            return Err(format!(
-                "commit {} failed for a full disk and {there} of its {} rows are visible",
-                txn.tag,
-                txn.changes.len()
-            ));
+            if there > 0 {
+                return Err(format!(
+                    "commit {} was told it failed for a full disk, yet {there} of its {} rows are visible",
+                    txn.tag,
+                    txn.changes.len()
+                ));
+            }
         }
     }
     Ok(true)

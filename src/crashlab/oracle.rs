@@ -12,6 +12,10 @@
 //!   outcome is unknown (it returned an error) waits in `pending`. Once a
 //!   later commit of the part is acknowledged, the pending ones are folded
 //!   in first: the WAL is flushed in order, so they are durable too.
+//! - A commit that returned an error that is not fatal was told it failed:
+//!   it waits in `refused`, and none of its rows may ever be read back (a
+//!   caller would retry it and apply it twice). Only a fatal error (the
+//!   engine stopped) leaves the outcome unknown.
 //! - After a crash the part must equal `acked` plus a prefix of `pending`
 //!   (each pending commit entirely or not at all), and hold nothing else.
 //!   A difference is a *lost commit* (an acknowledged row missing, or older
@@ -165,6 +169,8 @@ pub struct Part {
     pub acked: Model,
     /// Commits whose outcome is not known yet, in commit order.
     pub pending: Vec<Txn>,
+    /// Commits the caller was told failed: none of them may be there.
+    pub refused: Vec<Txn>,
     /// The sum of the part's balances.
     pub total: i64,
     /// The next item key to insert.
@@ -187,6 +193,14 @@ impl Part {
     pub fn in_flight(&mut self, txn: Txn) {
         if !txn.changes.is_empty() {
             self.pending.push(txn);
+        }
+    }
+
+    /// Records a commit that returned an error that is not fatal: the
+    /// engine says it did not happen.
+    pub fn refuse(&mut self, txn: Txn) {
+        if !txn.changes.is_empty() {
+            self.refused.push(txn);
         }
     }
 
@@ -240,6 +254,8 @@ pub struct Verdict {
     pub lost_commits: BTreeSet<u64>,
     /// Rows read without error that no commit wrote (one line each).
     pub silent: Vec<String>,
+    /// Tags of commits the caller was told failed whose rows are there.
+    pub refused_present: BTreeSet<u64>,
     /// Commits in flight that survived, and that did not.
     pub in_flight_kept: u64,
     pub in_flight_lost: u64,
@@ -251,7 +267,7 @@ pub struct Verdict {
 
 impl Verdict {
     pub fn ok(&self) -> bool {
-        self.lost_commits.is_empty() && self.silent.is_empty()
+        self.lost_commits.is_empty() && self.silent.is_empty() && self.refused_present.is_empty()
     }
 }
 
@@ -314,6 +330,7 @@ fn check_part(part: &mut Part, rows: &BTreeMap<RowKey, &Vec<u8>>, obs: &Observed
     let (k, diffs) = best.expect("at least the empty prefix");
     let expected = part.expected(k);
     let pending_tags: BTreeSet<u64> = part.pending.iter().map(|t| t.tag).collect();
+    let refused_tags: BTreeSet<u64> = part.refused.iter().map(|t| t.tag).collect();
     for key in &diffs {
         let (tab, id) = *key;
         let what = format!("part {} {} key {id}", part.index, tab.name());
@@ -322,6 +339,18 @@ fn check_part(part: &mut Part, rows: &BTreeMap<RowKey, &Vec<u8>>, obs: &Observed
         let decoded = got.map(|b| decode_row(tab, id, b));
         let partial =
             |tag: u64| format!("{what}: commit {tag} in flight is only partly there (not atomic)");
+        if let Some(Some(d)) =
+            decoded.filter(|d| d.is_some_and(|d| refused_tags.contains(&d.version)))
+        {
+            v.refused_present.insert(d.version);
+            if v.details.len() < 8 {
+                v.details.push(format!(
+                    "{what}: commit {} was told it failed, yet it is there",
+                    d.version
+                ));
+            }
+            continue;
+        }
         let (lost, line) = match (entry, decoded) {
             (_, Some(None)) => (None, format!("{what}: garbage bytes read without error")),
             (None, Some(Some(d))) => (
@@ -461,5 +490,30 @@ mod tests {
         garbage[30] ^= 1;
         let v = o.check(&obs(&[(k1, garbage), ((Tab::Items, 5), r2)]));
         assert_eq!(v.silent.len(), 2, "{v:?}");
+    }
+
+    #[test]
+    fn a_commit_told_failed_must_not_be_there() {
+        let k1 = (Tab::Items, item_key_base(0) + 1);
+        let r1 = encode_row(Tab::Items, k1.1, 1, 0, 10);
+        let r1b = encode_row(Tab::Items, k1.1, 2, 0, 12);
+        let t1 = Txn {
+            tag: 1,
+            changes: vec![(k1, Some(r1.clone()))],
+        };
+        let t2 = Txn {
+            tag: 2,
+            changes: vec![(k1, Some(r1b.clone()))],
+        };
+        let refused = |t2: Txn| {
+            let mut o = oracle_with(vec![t1.clone()], vec![]);
+            o.parts[0].refuse(t2);
+            o
+        };
+        assert!(refused(t2.clone()).check(&obs(&[(k1, r1)])).ok());
+        let v = refused(t2).check(&obs(&[(k1, r1b)]));
+        assert!(!v.ok(), "{v:?}");
+        assert_eq!(v.refused_present, BTreeSet::from([2]));
+        assert!(v.silent.is_empty() && v.lost_commits.is_empty(), "{v:?}");
     }
 }

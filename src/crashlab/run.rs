@@ -452,8 +452,10 @@ impl<'a> Iteration<'a> {
             self.c.silent_corruptions += v.silent.len() as u64;
             if !v.ok() {
                 return Err(format!(
-                    "the oracle found {lost} lost commits and {} silently wrong rows: {}",
+                    "the oracle found {lost} lost commits, {} silently wrong rows and {} commits \
+                     there that the caller was told failed: {}",
                     v.silent.len(),
+                    v.refused_present.len(),
                     v.details.join("; ")
                 ));
             }

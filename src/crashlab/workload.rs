@@ -113,8 +113,11 @@ pub enum TxnEnd {
     Committed,
     /// Failed before its commit: nothing of it can be there.
     Aborted(Error),
-    /// The commit returned an error: it may or may not be there.
+    /// The commit returned a fatal error: it may or may not be there.
     InFlight(Error),
+    /// The commit returned an error that is not fatal: it must not be
+    /// there.
+    Refused(Error),
     /// A read returned what the oracle did not expect.
     Wrong(String),
 }
@@ -241,9 +244,13 @@ pub fn run_txn(
                 part.ack(txn);
                 TxnEnd::Committed
             }
-            Err(e) => {
+            Err(e) if e.is_fatal() => {
                 part.in_flight(txn);
                 TxnEnd::InFlight(e)
+            }
+            Err(e) => {
+                part.refuse(txn);
+                TxnEnd::Refused(e)
             }
         },
     }
@@ -314,7 +321,7 @@ pub fn run_phase(
                     commits += 1;
                     continue;
                 }
-                TxnEnd::Aborted(error) => Stop::Error {
+                TxnEnd::Aborted(error) | TxnEnd::Refused(error) => Stop::Error {
                     error,
                     in_flight: false,
                     checkpoint: false,

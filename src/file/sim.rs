@@ -183,7 +183,10 @@ impl State {
         if at.checked_add(len).is_none_or(|end| end > FILE_SIZE_MAX) {
             return Err(os_error(&f.path, "pwrite", libc::EFBIG));
         }
-        self.take_space(f, len)?;
+        // Only growth takes space: overwriting a file's blocks needs none
+        // (ext4, XFS; a copy-on-write file system is outside the model).
+        let grown = (at + len).saturating_sub(self.inode_of(f, true)?.live.len() as u64);
+        self.take_space(f, grown)?;
         let lost = self.faults.lose_next_write == Some(f.kind);
         if lost {
             self.faults.lose_next_write = None;

@@ -19,8 +19,9 @@ pub struct FaultConfig {
     /// later fsync makes them durable. Directory fsyncs do not count.
     pub fail_fsync_after: Option<u64>,
     /// `Some((kind, n))`: writes and allocations to files of `kind` fail
-    /// with ENOSPC once `n` more bytes were written; `n` counts down. Set
-    /// it to `None` to let work continue.
+    /// with ENOSPC once those files grew by `n` more bytes; `n` counts
+    /// down. Overwriting bytes a file has takes no space. Set it to `None`
+    /// to let work continue.
     pub enospc_after_bytes: Option<(FileKind, u64)>,
     /// Sectors (path, index in units of `eio_sector_size`) whose reads fail
     /// with EIO until a write touches them. Filled by crashes with

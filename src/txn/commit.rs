@@ -12,7 +12,12 @@
 //!    record: the database is poisoned (nothing more is written; the
 //!    process must reopen it and recover from the WAL).
 //!
-//! Then, with no latch held, wait until the WAL is flushed past the commit.
+//! Prepare also refuses a commit whose record could outgrow the WAL's
+//! record limit and reserves WAL space for it (the segments it needs are
+//! created), so apply and the flush after it cannot fail for space.
+//!
+//! Then, with no latch held, wait until the WAL is flushed past the commit:
+//! a failure there is fatal too, never an ordinary "commit failed".
 
 use super::Transaction;
 use crate::btree::ops::{apply_op, encode_op, space_needed, RowChange};
@@ -22,7 +27,9 @@ use crate::buffer::{PageId, PageWrite, Pinned};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
 use crate::settings::TornPageProtection;
-use crate::wal::{BlockRef, RecordData, RecordKind};
+use crate::wal::format::RECORD_HEADER_LEN;
+use crate::wal::record::{BLOCK_DESCRIPTOR_LEN, MAIN_LEN_LEN, PL_DESCRIPTORS};
+use crate::wal::{BlockRef, RecordData, RecordKind, MAX_RECORD_LEN};
 use crate::Lsn;
 
 /// Prepare/apply rounds before giving up (each lost round means another
@@ -56,6 +63,14 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
             }
         })?;
         let groups = prepare(tx, &writes)?;
+        // Apply must not fail: refuse here, with nothing changed, what its
+        // record could not hold, and make room for it in the WAL.
+        let len = check_record_len(tx, &writes, &groups)?;
+        let _space = db.wal.reserve(len).inspect_err(|e| {
+            if e.is_fatal() {
+                db.poison(e);
+            }
+        })?;
         if let Some(done) = apply(tx, &writes, groups)? {
             applied = Some(done);
             break;
@@ -68,12 +83,19 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
         ))
     })?;
     if wait && db.options.synchronous_commit {
-        // A failed fsync stops the database: this commit's changes are in
-        // the pages, but its record may not be durable, so nothing may read
-        // them (PostgreSQL PANICs here).
-        db.wal.flush(end, Issuer::Client).inspect_err(|e| {
+        // Any failure here stops the database: this commit's changes are
+        // visible and a later flush may make them durable, so the caller
+        // must not hear "failed" (a retry would apply them twice); and its
+        // record may never be durable, so nothing may read them
+        // (PostgreSQL PANICs here). Space was reserved in prepare.
+        db.wal.flush(end, Issuer::Client).map_err(|e| {
+            db.poison(&e);
             if e.is_fatal() {
-                db.poison(e);
+                e
+            } else {
+                Error::Stopped(format!(
+                    "the WAL flush after a commit was applied failed: {e}"
+                ))
             }
         })?;
     }
@@ -158,6 +180,57 @@ fn prepare<'a>(
         "transaction {}: leaves kept filling up during prepare",
         tx.xid
     )))
+}
+
+/// Refuses a commit whose record could exceed the WAL's limits, and
+/// returns the most bytes the record can take (its header included). The
+/// bound is the worst case apply can meet: with `full_pages`, a
+/// checkpoint between now and apply may make every leaf log its whole
+/// image (at most a page) instead of its changes.
+fn check_record_len(
+    tx: &Transaction<'_>,
+    writes: &[(u32, &[u8], &RowChange)],
+    groups: &[LeafGroup<'_>],
+) -> Result<u64> {
+    let db = tx.db;
+    let full_pages = db.settings.torn_page_protection == TornPageProtection::FullPages;
+    // Groups naming the same leaf are merged by apply: count each once.
+    let mut data: std::collections::BTreeMap<PageId, usize> = Default::default();
+    for g in groups {
+        let n: usize = g
+            .writes
+            .iter()
+            .map(|&i| op_len(writes[i].1, writes[i].2))
+            .sum();
+        *data.entry(g.pin.id()).or_default() += n;
+    }
+    let page = db.pool.page_size();
+    let blocks: u64 = data
+        .values()
+        .map(|&n| (BLOCK_DESCRIPTOR_LEN + if full_pages { n.max(page) } else { n }) as u64)
+        .sum();
+    let main = 4 * tx.dropped_files.len() as u64;
+    let len = (RECORD_HEADER_LEN + PL_DESCRIPTORS + MAIN_LEN_LEN) as u64 + blocks + main;
+    let max_blocks = u16::MAX as usize;
+    if len > MAX_RECORD_LEN as u64 || data.len() > max_blocks {
+        return Err(Error::CommitTooLarge {
+            xid: tx.xid,
+            len,
+            blocks: data.len(),
+            limit: MAX_RECORD_LEN,
+            max_blocks,
+        });
+    }
+    Ok(len)
+}
+
+/// The bytes [`encode_op`] writes for one change.
+fn op_len(key: &[u8], change: &RowChange) -> usize {
+    let value = match change {
+        RowChange::Put(v) => 4 + v.len(),
+        RowChange::Delete => 0,
+    };
+    1 + 2 + key.len() + value
 }
 
 fn pin_read<'a>(pin: &Pinned<'a>) -> crate::buffer::PageRead<'a> {
@@ -310,6 +383,20 @@ fn apply(
         Err(e) => {
             db.poison(&e);
             Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_len_is_what_encode_op_writes() {
+        for change in [RowChange::Put(vec![7; 300]), RowChange::Delete] {
+            let mut out = Vec::new();
+            encode_op(&mut out, b"some key", &change);
+            assert_eq!(op_len(b"some key", &change), out.len());
         }
     }
 }

@@ -41,6 +41,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod reserve;
+pub use reserve::Reservation;
+
 /// At most this many recycled segments wait for reuse; older ones beyond
 /// that are removed.
 pub const MAX_RECYCLED_SEGMENTS: usize = 4;
@@ -77,6 +80,7 @@ pub struct Wal {
     state: Mutex<FlushState>,
     flushed_cond: Condvar,
     counters: Counters,
+    space: reserve::Space,
 }
 
 impl Wal {
@@ -166,6 +170,7 @@ impl Wal {
             }),
             flushed_cond: Condvar::new(),
             counters: Counters::default(),
+            space: reserve::Space::default(),
         }
     }
 
