@@ -60,6 +60,9 @@ pub struct Options {
     /// `checkpoint_timeout` (default 300 s): the longest time between
     /// automatic checkpoints.
     pub checkpoint_timeout: Duration,
+    /// `deadlock_timeout` (default 1 s, as PostgreSQL): how long a
+    /// transaction waits for a row lock before it checks for a deadlock.
+    pub deadlock_timeout: Duration,
 }
 
 impl Default for Options {
@@ -72,6 +75,7 @@ impl Default for Options {
             max_write_set_bytes: 16 * 1024 * 1024,
             max_wal_size: 1024 * 1024 * 1024,
             checkpoint_timeout: Duration::from_secs(300),
+            deadlock_timeout: crate::txn::lock::DEFAULT_DEADLOCK_TIMEOUT,
         }
     }
 }
@@ -122,7 +126,7 @@ pub(crate) struct Inner {
 
 /// An open database. Shareable between threads (`&Database` is `Sync`).
 pub struct Database {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     /// The WAL writer and checkpoint trigger.
     background: Option<JoinHandle<()>>,
     /// What recovery did at this opening.
@@ -364,7 +368,7 @@ impl Database {
             control: Mutex::new(control),
             wal,
             pool,
-            locks: LockManager::default(),
+            locks: LockManager::new(options.deadlock_timeout),
             next_xid: AtomicU64::new(next_xid),
             next_file_id: AtomicU32::new(next_file_id.max(CATALOG_FILE_ID + 1)),
             catalog: RwLock::new(HashMap::new()),

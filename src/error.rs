@@ -92,8 +92,8 @@ pub enum Error {
     #[error("{path} already holds a database")]
     AlreadyExists { path: PathBuf },
 
-    /// A transaction was chosen to end so that two transactions do not wait
-    /// for each other forever (wait-die). Retrying the whole transaction is
+    /// A transaction was chosen to end so that transactions do not wait
+    /// for each other forever (a cycle of row-lock waits). Retrying the whole transaction is
     /// safe: nothing it wrote reached a page or the WAL.
     #[error("transaction {xid} aborted to avoid a deadlock on a row lock held by transaction {holder}; retry it")]
     Deadlock { xid: u64, holder: u64 },

@@ -101,12 +101,10 @@ fn process_cpu_us() -> u64 {
     us(ru.ru_utime) + us(ru.ru_stime)
 }
 
-/// Waits before retry number `n` (1-based) of one transaction. Wait-die
-/// aborts a younger transaction at once instead of queueing it, and the
-/// retry is younger still, so on a hot row (pgbench's branch at scale 1)
-/// an immediate retry mostly dies again: that would measure spinning, not
-/// the engine. Yield twice, then sleep 20 us doubling to 1 ms, roughly
-/// the lock wait a queueing lock manager would impose.
+/// Waits before retry number `n` (1-based) of one transaction. Lock
+/// waits queue now and only a real deadlock is retried, but a retry at
+/// once could meet the same cycle: yield twice, then sleep 20 us doubling
+/// to 1 ms.
 fn backoff(n: u64) {
     if n <= 2 {
         std::thread::yield_now();

@@ -3,10 +3,17 @@
 //!
 //! Rules:
 //! - Exclusive locks only; a transaction re-locking its own row is free.
-//! - Wait-die: an older transaction (smaller xid) waits for a younger
-//!   holder; a younger one asking for a row an older one holds dies at once
-//!   with [`Error::Deadlock`]. Waits only ever go from older to younger, so
-//!   no cycle can form and no detector is needed.
+//! - A transaction asking for a row another holds waits, as in PostgreSQL
+//!   and InnoDB. After waiting `deadlock_timeout` it checks the waits-for
+//!   graph (each waiter waits for one holder); if the chain of holders
+//!   leads back to itself, the wait would last forever: it leaves the
+//!   graph and gets [`Error::Deadlock`], so exactly one transaction of the
+//!   cycle ends. Otherwise it waits on, checking again each timeout (a
+//!   holder it waits for may change).
+//! - Wait-die (a younger transaction dying at once) was replaced: on a hot
+//!   row it threw away half of all attempts, and a retry, younger still,
+//!   could starve.
+//! - Lock order: a shard's mutex, then the graph's; never the reverse.
 //! - The table is sharded by key hash so unrelated rows never share a mutex
 //!   for long.
 
@@ -14,8 +21,12 @@ use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::time::{Duration, Instant};
 
 const SHARDS: usize = 64;
+
+/// PostgreSQL's default `deadlock_timeout`.
+pub const DEFAULT_DEADLOCK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A row: the table's file id and the key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -36,40 +47,68 @@ struct Shard {
 pub struct LockManager {
     shards: Vec<Shard>,
     hasher: std::collections::hash_map::RandomState,
+    /// Waiting transaction -> the holder it waits for.
+    waits_for: Mutex<HashMap<u64, u64>>,
+    deadlock_timeout: Duration,
 }
 
 impl Default for LockManager {
     fn default() -> Self {
-        LockManager {
-            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
-            hasher: Default::default(),
-        }
+        LockManager::new(DEFAULT_DEADLOCK_TIMEOUT)
     }
 }
 
 impl LockManager {
+    /// A lock table whose waiters look for a deadlock after waiting
+    /// `deadlock_timeout`.
+    pub fn new(deadlock_timeout: Duration) -> Self {
+        LockManager {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            hasher: Default::default(),
+            waits_for: Mutex::new(HashMap::new()),
+            deadlock_timeout,
+        }
+    }
+
     fn shard(&self, row: &RowId) -> &Shard {
         &self.shards[self.hasher.hash_one(row) as usize % SHARDS]
     }
 
-    /// Locks `row` for transaction `xid`. Returns `Ok(true)` if newly taken,
-    /// `Ok(false)` if `xid` already held it, and `Err(Deadlock)` if `xid` is
-    /// younger than the holder (wait-die).
+    /// Locks `row` for transaction `xid`, waiting while another holds it.
+    /// Returns `Ok(true)` if newly taken, `Ok(false)` if `xid` already held
+    /// it, and `Err(Deadlock)` if waiting would close a cycle.
     pub fn lock(&self, xid: u64, row: &RowId) -> Result<bool> {
         let shard = self.shard(row);
         let mut held = shard.held.lock();
+        let mut check_at = None;
         loop {
-            match held.get(row) {
+            let holder = match held.get(row) {
                 None => {
                     held.insert(row.clone(), xid);
+                    if check_at.is_some() {
+                        self.waits_for.lock().remove(&xid);
+                    }
                     return Ok(true);
                 }
                 Some(&holder) if holder == xid => return Ok(false),
-                Some(&holder) if xid > holder => {
-                    return Err(Error::Deadlock { xid, holder });
+                Some(&holder) => holder,
+            };
+            let now = Instant::now();
+            let at = *check_at.get_or_insert(now + self.deadlock_timeout);
+            {
+                let mut graph = self.waits_for.lock();
+                graph.insert(xid, holder);
+                if now >= at {
+                    if closes_cycle(&graph, xid, holder) {
+                        graph.remove(&xid);
+                        return Err(Error::Deadlock { xid, holder });
+                    }
+                    check_at = Some(now + self.deadlock_timeout);
                 }
-                Some(_) => shard.released.wait(&mut held),
             }
+            shard
+                .released
+                .wait_until(&mut held, check_at.expect("set above"));
         }
     }
 
@@ -85,17 +124,36 @@ impl LockManager {
         }
     }
 
+    /// The holder `xid` waits for, if it waits (for tests).
+    pub fn waiting_for(&self, xid: u64) -> Option<u64> {
+        self.waits_for.lock().get(&xid).copied()
+    }
+
     /// Number of rows locked (for tests and statistics).
     pub fn locked_rows(&self) -> usize {
         self.shards.iter().map(|s| s.held.lock().len()).sum()
     }
 }
 
+/// True if following the holders from `holder` comes back to `xid`. An edge
+/// may be stale (its waiter not yet awake to a release), but then it points
+/// at a finished transaction, which waits for nothing: no false cycle.
+fn closes_cycle(graph: &HashMap<u64, u64>, xid: u64, holder: u64) -> bool {
+    let mut at = holder;
+    // A cycle that does not pass through `xid` is its members' to find.
+    for _ in 0..graph.len() {
+        match graph.get(&at) {
+            Some(&next) if next == xid => return true,
+            Some(&next) => at = next,
+            None => return false,
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-    use std::time::Duration;
 
     fn row(k: &str) -> RowId {
         RowId {
@@ -114,19 +172,29 @@ mod tests {
         assert_eq!(lm.locked_rows(), 0);
     }
 
+    /// With wait-die, 11 died at once here; now it waits for 10.
     #[test]
-    fn younger_dies_older_waits() {
-        let lm = Arc::new(LockManager::default());
+    fn a_younger_transaction_waits_for_an_older_one() {
+        let lm = LockManager::new(Duration::from_millis(10));
         lm.lock(10, &row("a")).unwrap();
-        // Younger (11) asking for a row held by older (10): dies.
-        let e = lm.lock(11, &row("a")).unwrap_err();
-        assert!(e.is_retryable(), "{e}");
-        // Older (9) waits until 10 releases.
-        let lm2 = lm.clone();
-        let waiter = std::thread::spawn(move || lm2.lock(9, &row("a")).unwrap());
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(!waiter.is_finished());
-        lm.release_all(10, [&row("a")]);
-        assert!(waiter.join().unwrap());
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| lm.lock(11, &row("a")));
+            // Released only once 11 is seen waiting (its graph edge).
+            while lm.waiting_for(11) != Some(10) {
+                std::thread::yield_now();
+            }
+            lm.release_all(10, [&row("a")]);
+            assert!(waiter.join().unwrap().unwrap());
+        });
+        assert!(lm.waits_for.lock().is_empty());
+    }
+
+    #[test]
+    fn a_cycle_is_found_and_one_chain_is_not() {
+        let graph: HashMap<u64, u64> = [(1, 2), (2, 3), (3, 1), (7, 8)].into();
+        assert!(closes_cycle(&graph, 1, 2));
+        assert!(!closes_cycle(&graph, 7, 8));
+        // 9 waits for 1, which is in a cycle without 9: not 9's to end.
+        assert!(!closes_cycle(&graph, 9, 1));
     }
 }

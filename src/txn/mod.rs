@@ -5,8 +5,8 @@
 //!   transaction's own write, else the newest committed row (read committed).
 //! - Every write takes the row's lock first and keeps it to the end, so a
 //!   read-modify-write through [`Transaction::get_for_update`] never loses
-//!   an update. A lock conflict with an older transaction ends this one
-//!   with the retryable [`crate::Error::Deadlock`] (wait-die).
+//!   an update. A lock conflict waits; a transaction that finds itself in
+//!   a cycle of waits ends with the retryable [`crate::Error::Deadlock`].
 //! - Abort throws the write set away: nothing reached a page or the WAL.
 //! - Commit (in [`commit`]) is two-phase: prepare may fail cleanly; apply
 //!   may not, and the commit returns only when durable (group commit)

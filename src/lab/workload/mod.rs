@@ -6,7 +6,7 @@
 //! - Loading uses [`Database::bulk_load`] with deterministic data (fixed
 //!   seeds), so every configuration of a comparison gets the same rows.
 //! - A transaction either commits ([`Outcome::Committed`]), or hit a
-//!   retryable error ([`Outcome::Retry`], a deadlock under wait-die: the
+//!   retryable error ([`Outcome::Retry`], a deadlock: the
 //!   caller counts it and runs a new transaction, as sysbench does), or
 //!   failed ([`Err`], which stops the run).
 //! - Each client has its own [`Rng`]: no shared state on the hot path.
