@@ -200,7 +200,8 @@ fn restore_block(
     let id = PageId::new(b.file_id, b.block);
     let mut w = pool.pin(id, Issuer::Recovery)?.into_write();
     w.mark_dirty();
-    crate::fpi::restore_image(img, w.bytes_mut()).map_err(|e| corrupt_record(rec, &e))?;
+    crate::protect::full_pages::restore_image(img, w.bytes_mut())
+        .map_err(|e| corrupt_record(rec, &e))?;
     w.set_lsns(rec.end_lsn, rec.end_lsn);
     report.pages_restored_from_images += 1;
     restored.insert(id);

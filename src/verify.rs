@@ -5,7 +5,7 @@
 //! may show as torn.
 
 use crate::control::ControlFile;
-use crate::database::DATA_DIR;
+use crate::db::directory::DATA_DIR;
 use crate::error::{Error, Result};
 use crate::file::segmented::parse_segment_name;
 use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};

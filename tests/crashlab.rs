@@ -101,7 +101,7 @@ fn full_pages_repairs_every_torn_page() {
 /// A process killed with its page cache intact, a restart that recovers
 /// and works on what the dead process left unsynced, then a power loss
 /// (during the restart or after it). Before the restart fsynced what it
-/// found (`database::sync_after_unclean_shutdown`), the restart's
+/// found (`db::sync_after_unclean_shutdown`), the restart's
 /// checkpoint could make data pages durable over WAL that the power loss
 /// then took away: "the page's LSN is beyond the end of the WAL".
 #[test]

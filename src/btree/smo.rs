@@ -19,6 +19,7 @@ use super::{meta, node};
 use crate::buffer::{BufferPool, ClaimedFrame, CriticalSection, PageWrite, Pinned};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
+use crate::protect::full_pages::{make_image, needs_image, Change};
 use crate::wal::{BlockRef, RecordData, RecordKind, Wal};
 use crate::Lsn;
 
@@ -27,11 +28,15 @@ use crate::Lsn;
 pub fn log_images(pool: &BufferPool, wal: &Wal, pages: &mut [PageWrite<'_>]) -> Result<Lsn> {
     let blocks = pages
         .iter()
-        .map(|p| BlockRef {
-            file_id: p.id().file_id,
-            block: p.id().block,
-            image: Some(crate::fpi::make_image(p.bytes())),
-            data: Vec::new(),
+        .map(|p| {
+            let lsn = crate::page::page_lsn(p.bytes());
+            debug_assert!(needs_image(Change::Structure, lsn));
+            BlockRef {
+                file_id: p.id().file_id,
+                block: p.id().block,
+                image: Some(make_image(p.bytes())),
+                data: Vec::new(),
+            }
         })
         .collect();
     let (_, end) = wal

@@ -8,8 +8,8 @@
 //! - Every data-page write goes through [`BufferPool::write_frames`]: it
 //!   copies pages under the shared latch, flushes the WAL past every copy's
 //!   commit LSN (the flush rule that makes redo-only recovery correct),
-//!   stamps checksums on the copies and writes them in file/block order.
-//!   Torn-page protection plugs in there.
+//!   stamps checksums on the copies, hands them to torn-page protection
+//!   ([`PageWriteProtection`]) and writes them in file/block order.
 //! - Every read from disk is verified (checksum, address, header, and the
 //!   node validator): a failure is an error naming file and block, never
 //!   data handed to a caller.
@@ -44,6 +44,21 @@ pub trait WalFlush: Send + Sync {
     fn flushed_lsn(&self) -> Lsn;
 }
 
+/// A page copy about to be written in place: checksummed, final.
+pub struct PageCopyRef<'a> {
+    pub id: PageId,
+    pub bytes: &'a [u8],
+}
+
+/// Torn-page protection as the buffer pool sees it (implemented in
+/// `crate::protect`): called with every batch of page copies, in
+/// (file, block) order, before any of them is written in place. With
+/// double writes it returns once the batch is durable in the double-write
+/// area; modes that protect pages in the WAL do nothing here.
+pub trait PageWriteProtection: Send + Sync {
+    fn before_in_place_writes(&self, pages: &[PageCopyRef<'_>], who: Issuer) -> Result<()>;
+}
+
 /// Checks a page's own structure after the header checks (for B+tree nodes).
 pub type PageValidator = fn(&[u8]) -> std::result::Result<(), String>;
 
@@ -68,6 +83,7 @@ pub struct BufferPool {
     checksums: ChecksumAlgorithm,
     files: Arc<DataFiles>,
     wal: Arc<dyn WalFlush>,
+    protection: Arc<dyn PageWriteProtection>,
     validator: Option<PageValidator>,
     /// During recovery an all-zero or missing page is handed out (redo
     /// restores it from a full image); otherwise it is corruption.
@@ -125,6 +141,7 @@ impl BufferPool {
         checksums: ChecksumAlgorithm,
         files: Arc<DataFiles>,
         wal: Arc<dyn WalFlush>,
+        protection: Arc<dyn PageWriteProtection>,
         validator: Option<PageValidator>,
     ) -> Result<BufferPool> {
         if nframes < 16 {
@@ -146,6 +163,7 @@ impl BufferPool {
             checksums,
             files,
             wal,
+            protection,
             validator,
             recovery: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),

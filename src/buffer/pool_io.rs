@@ -180,8 +180,14 @@ impl BufferPool {
             crate::page::set_checksum(&mut c.bytes, self.checksums);
         }
         copies.sort_by_key(|c| c.id);
-        // Torn-page protection (double writes) plugs in here, before the
-        // data-file writes.
+        let batch: Vec<super::PageCopyRef<'_>> = copies
+            .iter()
+            .map(|c| super::PageCopyRef {
+                id: c.id,
+                bytes: &c.bytes,
+            })
+            .collect();
+        self.protection.before_in_place_writes(&batch, who)?;
         self.write_runs(&copies, who)?;
         for c in &copies {
             let f = &self.frames[c.idx];

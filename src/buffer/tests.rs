@@ -32,7 +32,16 @@ fn pool_over(dir: &std::path::Path, frames: usize, wal: Arc<dyn WalFlush>) -> Bu
         ..Default::default()
     };
     let files = Arc::new(DataFiles::new(fs, dir, &settings));
-    BufferPool::new(frames, 4096, settings.data_checksums, files, wal, None).unwrap()
+    BufferPool::new(
+        frames,
+        4096,
+        settings.data_checksums,
+        files,
+        wal,
+        Arc::new(crate::protect::InPlaceWrites),
+        None,
+    )
+    .unwrap()
 }
 
 fn pool(dir: &std::path::Path, frames: usize) -> (BufferPool, Arc<FakeWal>) {

@@ -39,7 +39,7 @@ impl Iteration<'_> {
         let data = data_dir();
         self.c.faults.sectors_zeroed += report.sectors_zeroed;
         self.c.faults.sectors_unreadable += report.sectors_eio;
-        let wal = Path::new(DB_DIR).join(crate::database::WAL_DIR);
+        let wal = Path::new(DB_DIR).join(crate::db::directory::WAL_DIR);
         let mut unreadable_pages = BTreeSet::new();
         let ps = self.opts.page_size as u64;
         for u in &report.damaged_units {

@@ -297,7 +297,7 @@ fn pick_page(it: &mut Iteration) -> Option<(std::path::PathBuf, u32, u64)> {
         .creation
         .or_defaults()
         .pages_per_data_segment();
-    let data = dir().join(crate::database::DATA_DIR);
+    let data = dir().join(crate::db::directory::DATA_DIR);
     let files = it.sim.list_dir(&data).ok()?;
     for _ in 0..32 {
         let path = files

@@ -27,7 +27,7 @@ fn db_dir() -> &'static Path {
 }
 
 pub(crate) fn data_dir() -> PathBuf {
-    db_dir().join(crate::database::DATA_DIR)
+    db_dir().join(crate::db::directory::DATA_DIR)
 }
 
 /// Runs every mode of `opts`; `progress` hears after each iteration.

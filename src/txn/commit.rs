@@ -26,6 +26,7 @@ use crate::btree::{node, Tree};
 use crate::buffer::{PageId, PageWrite, Pinned};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
+use crate::protect::full_pages::{make_image, needs_image, Change};
 use crate::settings::TornPageProtection;
 use crate::wal::format::RECORD_HEADER_LEN;
 use crate::wal::record::{BLOCK_DESCRIPTOR_LEN, MAIN_LEN_LEN, PL_DESCRIPTORS};
@@ -44,7 +45,7 @@ struct LeafGroup<'a> {
 }
 
 pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
-    let db = tx.db;
+    let db = tx.engine;
     db.check_usable()?;
     if tx.writes.is_empty() && tx.dropped_files.is_empty() {
         return Ok(Lsn::INVALID);
@@ -119,7 +120,7 @@ fn prepare<'a>(
     tx: &Transaction<'a>,
     writes: &[(u32, &[u8], &RowChange)],
 ) -> Result<Vec<LeafGroup<'a>>> {
-    let db = tx.db;
+    let db = tx.engine;
     'round: for _ in 0..MAX_ROUNDS {
         let mut groups: Vec<LeafGroup<'a>> = Vec::new();
         for (i, (file_id, key, _)) in writes.iter().enumerate() {
@@ -192,7 +193,7 @@ fn check_record_len(
     writes: &[(u32, &[u8], &RowChange)],
     groups: &[LeafGroup<'_>],
 ) -> Result<u64> {
-    let db = tx.db;
+    let db = tx.engine;
     let full_pages = db.settings.torn_page_protection == TornPageProtection::FullPages;
     // Groups naming the same leaf are merged by apply: count each once.
     let mut data: std::collections::BTreeMap<PageId, usize> = Default::default();
@@ -274,7 +275,7 @@ fn apply(
     writes: &[(u32, &[u8], &RowChange)],
     mut groups: Vec<LeafGroup<'_>>,
 ) -> Result<Option<Applied>> {
-    let db = tx.db;
+    let db = tx.engine;
     groups.sort_by_key(|g| g.pin.id());
     // Two groups may name the same leaf (writes of one leaf split by
     // another leaf's keys cannot happen in key order, but be safe): merge.
@@ -309,11 +310,15 @@ fn apply(
             return Ok(None);
         }
     }
-    let full_pages = db.settings.torn_page_protection == TornPageProtection::FullPages;
+    let protection = db.settings.torn_page_protection;
     // Held until the record is in: the redo point cannot move between the
     // image decision and the insert, and no table is dropped meanwhile.
-    let redo = db.redo_point.read();
-    if let Some((w, _)) = latched.iter().find(|(w, _)| db.is_dropped(w.id().file_id)) {
+    let redo = db.checkpoint.redo_point.hold();
+    let dropped = db.dropped_files();
+    if let Some((w, _)) = latched
+        .iter()
+        .find(|(w, _)| dropped.contains(&w.id().file_id))
+    {
         return Err(Error::Invalid(format!(
             "transaction {}: the table of data file {} was dropped",
             tx.xid,
@@ -327,7 +332,11 @@ fn apply(
         for (w, idxs) in latched.iter_mut() {
             // The first change after the redo point logs the whole page, so
             // a write of it torn by a crash is repaired by redo.
-            let needs_image = full_pages && crate::page::page_lsn(w.bytes()) <= *redo;
+            let change = Change::Rows {
+                protection,
+                redo: *redo,
+            };
+            let needs_image = needs_image(change, crate::page::page_lsn(w.bytes()));
             w.mark_dirty();
             let mut data = Vec::new();
             for &i in idxs.iter() {
@@ -346,7 +355,7 @@ fn apply(
             }
             let PageId { file_id, block } = w.id();
             let (image, data) = if needs_image {
-                (Some(crate::fpi::make_image(w.bytes())), Vec::new())
+                (Some(make_image(w.bytes())), Vec::new())
             } else {
                 (None, data)
             };
@@ -368,6 +377,7 @@ fn apply(
             blocks,
             main,
         })?;
+        drop(dropped);
         drop(redo);
         let mut emptied = Vec::new();
         for (w, _) in latched.iter_mut() {

@@ -1,6 +1,6 @@
 //! Transactions: private write sets, row locks, two-phase commit.
 //!
-//! Rules (see ../shared/brief/correctness.md):
+//! Rules (see docs/ARCHITECTURE.md):
 //! - Writes stay in the transaction's write set until commit; reads see the
 //!   transaction's own write, else the newest committed row (read committed).
 //! - Every write takes the row's lock first and keeps it to the end, so a
@@ -19,9 +19,10 @@ mod tests;
 
 use crate::btree::ops::RowChange;
 use crate::btree::{node, Tree};
-use crate::db::{Inner, Table};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::Issuer;
+use crate::table::Table;
 use crate::Lsn;
 use lock::RowId;
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ const SCAN_PREALLOCATED_ROWS: usize = 1024;
 
 /// A transaction. Dropping it without [`Transaction::commit`] aborts it.
 pub struct Transaction<'db> {
-    pub(crate) db: &'db Inner,
+    pub(crate) engine: &'db Engine,
     pub(crate) xid: u64,
     /// (table file id, key) -> change, in the global order commits use.
     pub(crate) writes: BTreeMap<(u32, Vec<u8>), RowChange>,
@@ -44,9 +45,9 @@ pub struct Transaction<'db> {
 }
 
 impl<'db> Transaction<'db> {
-    pub(crate) fn new(db: &'db Inner, xid: u64) -> Transaction<'db> {
+    pub(crate) fn new(engine: &'db Engine, xid: u64) -> Transaction<'db> {
         Transaction {
-            db,
+            engine,
             xid,
             writes: BTreeMap::new(),
             write_bytes: 0,
@@ -62,7 +63,7 @@ impl<'db> Transaction<'db> {
     }
 
     fn tree(&self, table: &Table) -> Tree<'db> {
-        Tree::new(&self.db.pool, table.file_id)
+        Tree::new(&self.engine.pool, table.file_id)
     }
 
     fn lock(&mut self, table: &Table, key: &[u8]) -> Result<()> {
@@ -70,14 +71,14 @@ impl<'db> Transaction<'db> {
             table: table.file_id,
             key: key.to_vec(),
         };
-        if self.db.locks.lock(self.xid, &row)? {
+        if self.engine.locks.lock(self.xid, &row)? {
             self.locked.push(row);
         }
         Ok(())
     }
 
     fn check_sizes(&self, key: &[u8], row: Option<&[u8]>) -> Result<()> {
-        let page_size = self.db.settings.page_size;
+        let page_size = self.engine.settings.page_size;
         let kmax = node::max_key_len(page_size as usize);
         if key.len() > kmax {
             return Err(Error::TooLarge {
@@ -107,7 +108,7 @@ impl<'db> Transaction<'db> {
     /// The row under `key`: this transaction's own write, else the newest
     /// committed one.
     pub fn get(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db.check_readable()?;
+        self.engine.check_readable()?;
         if let Some(change) = self.writes.get(&(table.file_id, key.to_vec())) {
             return Ok(match change {
                 RowChange::Put(v) => Some(v.clone()),
@@ -126,7 +127,7 @@ impl<'db> Transaction<'db> {
 
     fn record(&mut self, table: &Table, key: &[u8], change: RowChange) -> Result<()> {
         let size = key.len() + crate::btree::ops::space_needed(key, &change);
-        let limits = &self.db.options;
+        let limits = &self.engine.options;
         let k = (table.file_id, key.to_vec());
         if !self.writes.contains_key(&k)
             && (self.writes.len() >= limits.max_write_set_rows
@@ -199,7 +200,7 @@ impl<'db> Transaction<'db> {
         end: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.db.check_readable()?;
+        self.engine.check_readable()?;
         let in_range = |k: &[u8]| end.is_none_or(|e| k < e);
         let lo = (table.file_id, start.to_vec());
         let hi = match end {
@@ -268,7 +269,7 @@ impl<'db> Transaction<'db> {
     fn finish(&mut self) {
         if !self.finished {
             self.finished = true;
-            self.db.locks.release_all(self.xid, self.locked.iter());
+            self.engine.locks.release_all(self.xid, self.locked.iter());
             self.locked.clear();
             self.writes.clear();
         }

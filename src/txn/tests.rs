@@ -40,7 +40,7 @@ fn options_with_deadlock_timeout(ms: u64) -> Options {
 
 /// Spins until transaction `xid` waits for a row lock.
 fn until_waiting(db: &Database, xid: u64) {
-    while db.inner.locks.waiting_for(xid).is_none() {
+    while db.engine.locks.waiting_for(xid).is_none() {
         std::thread::yield_now();
     }
 }
@@ -84,7 +84,7 @@ fn opposite_lock_orders_end_exactly_one_transaction() {
     for e in outcomes.iter().filter_map(|r| r.as_ref().err()) {
         assert!(e.is_retryable(), "{e}");
     }
-    assert_eq!(db.inner.locks.locked_rows(), 0);
+    assert_eq!(db.engine.locks.locked_rows(), 0);
 }
 
 /// A waits for B, B waits for C, no cycle: every transaction commits. The

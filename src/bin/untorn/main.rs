@@ -142,7 +142,7 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
     match cli.command {
         Command::Init { dir, settings } => {
             let settings = settings.to_requested()?.or_defaults();
-            let control = untorn::database::create(&posix(), &dir, settings)?;
+            let control = untorn::db::directory::create(&posix(), &dir, settings)?;
             println!(
                 "created database {} (page size {}, WAL block size {}, checksums {}, protection {})",
                 dir.display(),

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use untorn::control::ControlFile;
-use untorn::database::{wal_config, WAL_DIR};
+use untorn::db::directory::{wal_config, WAL_DIR};
 use untorn::file::{FileSystem, Issuer};
 use untorn::wal::{first_segment_start, ReadRecord, WalReader};
 use untorn::{Error, Lsn};

@@ -5,12 +5,12 @@
 //! - `wal/`: WAL segment files;
 //! - `data/`: data files, one per table, in segments (`N`, `N.1`, ...).
 
-use crate::checkpoint::CheckpointInfo;
-use crate::control::{ControlFile, DbState};
+use crate::checkpoint::record::{log_checkpoint, CheckpointInfo};
+use crate::control::ControlFile;
 use crate::error::{Error, Result};
-use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};
+use crate::file::{FileSystem, Issuer};
 use crate::settings::{CreationSettings, RequestedCreationSettings};
-use crate::wal::{RecordData, RecordKind, Wal, WalConfig};
+use crate::wal::{Wal, WalConfig};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -63,25 +63,15 @@ pub fn create(
     let mut control = ControlFile::new(settings, new_system_id());
     control.wal_epoch = 1;
     let wal = Wal::create(fs.clone(), &dir.join(WAL_DIR), wal_config(&control))?;
-    let redo = wal.insert_lsn();
     let info = CheckpointInfo {
-        redo,
+        redo: wal.insert_lsn(),
         next_xid: control.next_xid,
         next_file_id: control.next_file_id,
         shutdown: true,
         time: control.update_time,
     };
-    let (checkpoint_lsn, end) = wal.insert(&RecordData {
-        kind: RecordKind::Checkpoint,
-        xid: 0,
-        blocks: Vec::new(),
-        main: info.encode(),
-    })?;
-    wal.flush(end, Issuer::Tool)?;
-    control.checkpoint_lsn = checkpoint_lsn;
-    control.redo_lsn = redo;
-    control.checkpoint_time = info.time;
-    control.state = DbState::ShutDown;
+    let checkpoint_lsn = log_checkpoint(&wal, &info, Issuer::Tool)?;
+    info.note_in(&mut control, checkpoint_lsn);
     fs.sync_dir(&dir.join(DATA_DIR), Issuer::Tool)?;
     control.write(fs.as_ref(), dir, Issuer::Tool)?;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -113,67 +103,8 @@ pub fn open_control(
 
 /// Refuses settings this build cannot honour; `advice` says what to do.
 fn refuse_unbuilt(settings: &CreationSettings, advice: &str) -> Result<()> {
-    if settings.torn_page_protection == crate::settings::TornPageProtection::DoubleWrites {
-        return Err(Error::InvalidSetting {
-            name: "torn_page_protection",
-            detail: format!("double_writes is not implemented in this build yet; {advice}"),
-        });
+    match crate::protect::page_write_protection(settings.torn_page_protection) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(crate::protect::double_writes::not_built(advice)),
     }
-    Ok(())
-}
-
-/// What [`sync_after_unclean_shutdown`] made durable.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StartupSync {
-    pub wal_segments: u64,
-    pub data_files: u64,
-    pub directories: u64,
-}
-
-/// After an unclean shutdown, makes durable whatever the dead process left
-/// in the OS page cache, before anything trusts it (PostgreSQL's
-/// SyncDataDirectory at the start of crash recovery): the WAL segments from
-/// the one holding the redo point on, every data file, and the three
-/// directories.
-///
-/// Why: a process killed with its page cache intact (kill -9, a panic, an
-/// OOM kill) leaves WAL that was written but never fsynced. The reader finds
-/// it, the WAL writer takes it as flushed, and the restart's redo and
-/// checkpoint then write and fsync data pages that depend on it. A power
-/// loss before that WAL reaches the disk would leave half a transaction on
-/// the data pages and nothing in the WAL to tell. A failed fsync here is
-/// fatal, as everywhere: the open fails.
-pub fn sync_after_unclean_shutdown(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    control: &ControlFile,
-) -> Result<StartupSync> {
-    let mut done = StartupSync::default();
-    let wal_dir = dir.join(WAL_DIR);
-    let redo_segment = control.redo_lsn.0 / control.settings.wal_segment_size;
-    for segno in crate::wal::segment::list_segments(fs, &wal_dir)? {
-        if segno >= redo_segment {
-            let path = crate::wal::segment::segment_path(&wal_dir, segno);
-            fs.open(&path, FileKind::Wal, OpenOptions::read_only())?
-                .sync_all(Issuer::Recovery)?;
-            done.wal_segments += 1;
-        }
-    }
-    let data_dir = dir.join(DATA_DIR);
-    if fs.exists(&data_dir) {
-        for path in fs.list_dir(&data_dir)? {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if crate::file::segmented::parse_segment_name(name).is_some() {
-                fs.open(&path, FileKind::Data, OpenOptions::read_only())?
-                    .sync_all(Issuer::Recovery)?;
-                done.data_files += 1;
-            }
-        }
-        fs.sync_dir(&data_dir, Issuer::Recovery)?;
-        done.directories += 1;
-    }
-    fs.sync_dir(&wal_dir, Issuer::Recovery)?;
-    fs.sync_dir(dir, Issuer::Recovery)?;
-    done.directories += 2;
-    Ok(done)
 }

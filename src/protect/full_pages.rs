@@ -1,12 +1,46 @@
-//! Full-page images: a page as logged in the WAL, with its free hole
-//! (between `lower` and `upper`) left out, as PostgreSQL does.
+//! Full-page images: the image decision, and a page as logged in the WAL
+//! with its free hole (between `lower` and `upper`) left out, as
+//! PostgreSQL does.
 //!
-//! Structure changes log images of every page they touch; the
-//! `full_pages` protection mode will log one at a page's first change after
-//! each checkpoint. Compression (lz4, zstd) comes with that mode.
+//! Structure changes log an image of every page they touch, in every mode:
+//! their redo replays images only. With `full_pages`, a row change logs the
+//! page's image instead of its changes at the page's first change after each
+//! checkpoint's redo point, so redo never needs a page a torn write damaged.
 
 use crate::page::{lower_upper, PAGE_HEADER_SIZE};
+use crate::settings::TornPageProtection;
 use crate::wal::{ImageCompression, PageImage};
+use crate::Lsn;
+
+/// What a WAL record logs a page for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A structure change (create, split, free): redone from images only.
+    Structure,
+    /// A commit's row changes, under `protection`, while the checkpoint in
+    /// progress (or the last) has its redo point at `redo`.
+    Rows {
+        protection: TornPageProtection,
+        redo: Lsn,
+    },
+}
+
+/// The one image decision, as PostgreSQL's XLogRecordAssemble makes it at
+/// WAL insert: must the record carry the whole page (`page_lsn` is the
+/// page's LSN before this change)?
+///
+/// A page last changed at or before the redo point may have been written
+/// since, and that write may tear: redo from the redo point must find an
+/// image before any change to it. The caller must hold the redo point
+/// from this decision until its record is inserted.
+pub fn needs_image(change: Change, page_lsn: Lsn) -> bool {
+    match change {
+        Change::Structure => true,
+        Change::Rows { protection, redo } => {
+            protection == TornPageProtection::FullPages && page_lsn <= redo
+        }
+    }
+}
 
 /// The image of `page` with its hole left out.
 pub fn make_image(page: &[u8]) -> PageImage {
@@ -56,6 +90,19 @@ pub fn restore_image(img: &PageImage, out: &mut [u8]) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::page::{init_page, PageKind};
+
+    #[test]
+    fn images_at_first_change_after_the_redo_point_only() {
+        let rows = |protection| Change::Rows {
+            protection,
+            redo: Lsn(100),
+        };
+        assert!(needs_image(rows(TornPageProtection::FullPages), Lsn(100)));
+        assert!(needs_image(rows(TornPageProtection::FullPages), Lsn(7)));
+        assert!(!needs_image(rows(TornPageProtection::FullPages), Lsn(101)));
+        assert!(!needs_image(rows(TornPageProtection::Off), Lsn(7)));
+        assert!(needs_image(Change::Structure, Lsn(101)));
+    }
 
     #[test]
     fn image_round_trip_leaves_out_the_hole() {

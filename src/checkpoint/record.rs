@@ -1,8 +1,11 @@
-//! Checkpoints. For now: the checkpoint record's payload, written by
-//! `init` and read by recovery and the tools. The spread, sorted
-//! checkpointer comes with the buffer pool.
+//! The checkpoint record: its payload, the one place it is logged (by
+//! every checkpoint and by database creation), and what the control file
+//! takes from it.
 
+use crate::control::{ControlFile, DbState};
 use crate::error::{Error, Result};
+use crate::file::Issuer;
+use crate::wal::{RecordData, RecordKind, Wal};
 use crate::Lsn;
 
 /// What a checkpoint record says (its main data, 32 bytes, little-endian).
@@ -24,6 +27,28 @@ pub struct CheckpointInfo {
 pub const CHECKPOINT_INFO_SIZE: usize = 32;
 
 impl CheckpointInfo {
+    /// The time field's value for a checkpoint made now.
+    pub fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    }
+
+    /// Makes `control` name this checkpoint, logged at `lsn`.
+    pub fn note_in(&self, control: &mut ControlFile, lsn: Lsn) {
+        control.checkpoint_lsn = lsn;
+        control.redo_lsn = self.redo;
+        control.next_xid = self.next_xid;
+        control.next_file_id = self.next_file_id;
+        control.checkpoint_time = self.time;
+        control.state = if self.shutdown {
+            DbState::ShutDown
+        } else {
+            DbState::InProduction
+        };
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(CHECKPOINT_INFO_SIZE);
         b.extend_from_slice(&self.redo.0.to_le_bytes());
@@ -57,6 +82,19 @@ impl CheckpointInfo {
             time: u64_at(24),
         })
     }
+}
+
+/// Logs a checkpoint record and flushes the WAL past it; returns the
+/// record's LSN (what the control file names).
+pub fn log_checkpoint(wal: &Wal, info: &CheckpointInfo, who: Issuer) -> Result<Lsn> {
+    let (lsn, end) = wal.insert(&RecordData {
+        kind: RecordKind::Checkpoint,
+        xid: 0,
+        blocks: Vec::new(),
+        main: info.encode(),
+    })?;
+    wal.flush(end, who)?;
+    Ok(lsn)
 }
 
 #[cfg(test)]

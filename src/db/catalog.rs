@@ -1,0 +1,108 @@
+//! The catalog: a tree of table name -> file id in data file 1; creating
+//! and dropping tables; removing files no table owns.
+
+use super::Database;
+use crate::btree::{smo, Tree};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::file::Issuer;
+use crate::table::{Table, CATALOG_FILE_ID};
+use crate::txn::Transaction;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Reads the catalog's tree into the engine's name -> file id map.
+pub(super) fn load(engine: &Engine) -> Result<()> {
+    let mut map = HashMap::new();
+    let mut bad = None;
+    Tree::new(&engine.pool, CATALOG_FILE_ID).scan(&[], Issuer::Client, |k, v| {
+        match (std::str::from_utf8(k), <[u8; 4]>::try_from(v)) {
+            (Ok(name), Ok(id)) => {
+                map.insert(name.to_string(), u32::from_le_bytes(id));
+            }
+            _ => bad = Some(format!("catalog row {k:?} -> {v:?}")),
+        }
+        true
+    })?;
+    if let Some(detail) = bad {
+        return Err(Error::corruption(
+            format!("data file {CATALOG_FILE_ID}"),
+            "catalog",
+            detail,
+        ));
+    }
+    *engine.catalog.write() = map;
+    Ok(())
+}
+
+impl Database {
+    /// Creates a table; durable when it returns.
+    pub fn create_table(&self, name: &str) -> Result<Table> {
+        let engine = &*self.engine;
+        engine.check_usable()?;
+        let _ddl = engine.ddl.lock();
+        if name.is_empty() || name.len() > 255 {
+            return Err(Error::Invalid(format!(
+                "table name {name:?} must be 1 to 255 bytes"
+            )));
+        }
+        if engine.catalog.read().contains_key(name) {
+            return Err(Error::Invalid(format!("table {name:?} already exists")));
+        }
+        let file_id = engine.next_file_id.fetch_add(1, Relaxed);
+        smo::create_tree(
+            &Tree::new(&engine.pool, file_id),
+            &engine.wal,
+            Issuer::Client,
+        )?;
+        let mut tx = Transaction::new(engine, engine.allocate_xid());
+        tx.insert(&Table::catalog(), name.as_bytes(), &file_id.to_le_bytes())?;
+        let end = tx.commit()?;
+        engine.wal.flush(end, Issuer::Client)?;
+        engine.catalog.write().insert(name.to_string(), file_id);
+        Ok(Table {
+            name: name.to_string(),
+            file_id,
+        })
+    }
+
+    /// Drops a table: durable when it returns; its file is removed.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        let engine = &*self.engine;
+        engine.check_usable()?;
+        let _ddl = engine.ddl.lock();
+        let table = self.table(name)?;
+        // Waits out every commit in its apply phase; later ones see the
+        // table dropped and fail, so no commit record for the file follows
+        // the drop's.
+        engine.mark_dropped(table.file_id);
+        let mut tx = Transaction::new(engine, engine.allocate_xid());
+        tx.delete(&Table::catalog(), name.as_bytes())?;
+        tx.dropped_files.push(table.file_id);
+        let end = tx.commit()?;
+        engine.wal.flush(end, Issuer::Client)?;
+        engine.catalog.write().remove(name);
+        engine.pool.discard_file(table.file_id);
+        // A failed directory fsync is a failed fsync: stop, as PostgreSQL
+        // PANICs, rather than go on over a removal of unknown durability.
+        engine.stop_if_fatal(engine.pool.files().remove(table.file_id, Issuer::Client))
+    }
+}
+
+/// Removes data files no table owns: left by a crash between creating a
+/// table's file and committing its catalog row, or between dropping a
+/// table and removing its file.
+pub(super) fn remove_orphan_files(engine: &Engine) -> Result<()> {
+    let owned: HashSet<u32> = engine.catalog.read().values().copied().collect();
+    let on_disk: HashSet<u32> = engine.pool.files().ids_on_disk()?.into_iter().collect();
+    for id in CATALOG_FILE_ID + 1..engine.next_file_id.load(Relaxed) {
+        if !owned.contains(&id) {
+            // Pages redo restored for it must not be written back.
+            engine.pool.discard_file(id);
+            if on_disk.contains(&id) {
+                engine.pool.files().remove(id, Issuer::Recovery)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! The embedded database's API: open, tables, transactions, checkpoints,
+//! statistics, close.
+//!
+//! ```no_run
+//! use untorn::{Database, Options};
+//! let dir = tempfile::tempdir().unwrap();
+//! let db = Database::create(dir.path(), Options::default()).unwrap();
+//! let accounts = db.create_table("accounts").unwrap();
+//! let mut tx = db.begin();
+//! tx.insert(&accounts, &untorn::key_u64(1), b"balance=100").unwrap();
+//! tx.commit().unwrap(); // durable when it returns
+//! db.close().unwrap();
+//! ```
+//!
+//! - [`directory`]: creating a database directory, reading its control file;
+//! - `startup`: the opening sequence, recovery included (numbered there);
+//! - `catalog`: tables by name, created and dropped.
+
+mod catalog;
+pub mod directory;
+mod startup;
+
+pub use crate::options::Options;
+pub use crate::table::{key_u64, Table, CATALOG_FILE_ID};
+pub use startup::{sync_after_unclean_shutdown, StartupSync};
+
+use crate::checkpoint::{self, Reason};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::file::posix::PosixFileSystem;
+use crate::file::{FileSystem, Issuer};
+use crate::recovery::RecoveryReport;
+use crate::stats::IoStats;
+use crate::txn::Transaction;
+use crate::Lsn;
+use std::path::Path;
+use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// An open database. Shareable between threads (`&Database` is `Sync`).
+pub struct Database {
+    pub(crate) engine: Arc<Engine>,
+    /// The WAL writer and checkpoint trigger.
+    background: Option<JoinHandle<()>>,
+    /// What recovery did at this opening.
+    pub recovery: RecoveryReport,
+}
+
+impl Database {
+    /// Creates a new database in `dir` (which must not exist or be empty)
+    /// and opens it.
+    pub fn create(dir: &Path, options: Options) -> Result<Database> {
+        let io_stats = Arc::new(IoStats::default());
+        let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::new(io_stats.clone()));
+        Self::create_with(fs, io_stats, dir, options)
+    }
+
+    /// [`Database::create`] on a given file layer, which records into `io_stats`.
+    pub fn create_with(
+        fs: Arc<dyn FileSystem>,
+        io_stats: Arc<IoStats>,
+        dir: &Path,
+        options: Options,
+    ) -> Result<Database> {
+        directory::create(&fs, dir, options.creation.or_defaults())?;
+        Self::open_with(fs, io_stats, dir, options)
+    }
+
+    /// Opens an existing database, recovering it if it was not shut down
+    /// cleanly. Creation settings given in `options` must match it.
+    pub fn open(dir: &Path, options: Options) -> Result<Database> {
+        let io_stats = Arc::new(IoStats::default());
+        let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::new(io_stats.clone()));
+        Self::open_with(fs, io_stats, dir, options)
+    }
+
+    /// [`Database::open`] on a given file layer (the crash laboratory's),
+    /// which records into `io_stats`.
+    pub fn open_with(
+        fs: Arc<dyn FileSystem>,
+        io_stats: Arc<IoStats>,
+        dir: &Path,
+        options: Options,
+    ) -> Result<Database> {
+        startup::open(fs, io_stats, dir, options)
+    }
+
+    /// The creation settings of this database.
+    pub fn settings(&self) -> &crate::settings::CreationSettings {
+        &self.engine.settings
+    }
+
+    /// Starts a transaction.
+    pub fn begin(&self) -> Transaction<'_> {
+        Transaction::new(&self.engine, self.engine.allocate_xid())
+    }
+
+    /// The table named `name`.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        let id = self.engine.catalog.read().get(name).copied();
+        id.map(|file_id| Table {
+            name: name.to_string(),
+            file_id,
+        })
+        .ok_or_else(|| Error::NoSuchTable(name.to_string()))
+    }
+
+    /// Every table, by name.
+    pub fn tables(&self) -> Vec<Table> {
+        let mut v: Vec<Table> = self
+            .engine
+            .catalog
+            .read()
+            .iter()
+            .map(|(n, id)| Table {
+                name: n.clone(),
+                file_id: *id,
+            })
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    /// Loads rows in bounded transactions without waiting for each to be
+    /// durable; returns when all are. Keys need not be sorted; existing keys
+    /// are replaced.
+    pub fn bulk_load<I, K, V>(&self, table: &Table, rows: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let engine = &*self.engine;
+        // Each commit pins its leaves: keep a batch well inside the pool.
+        let batch = engine
+            .options
+            .max_write_set_rows
+            .min(1000)
+            .min(engine.pool.nframes() / 4)
+            .max(1);
+        let mut tx = self.begin();
+        let (mut n, mut in_tx, mut last) = (0u64, 0usize, Lsn::INVALID);
+        for (k, v) in rows {
+            tx.upsert(table, k.as_ref(), v.as_ref())?;
+            n += 1;
+            in_tx += 1;
+            if in_tx == batch {
+                last = last.max(crate::txn::commit_nowait(tx)?);
+                tx = self.begin();
+                in_tx = 0;
+            }
+        }
+        last = last.max(crate::txn::commit_nowait(tx)?);
+        if last.is_valid() {
+            engine.wal.flush(last, Issuer::Client)?;
+        }
+        Ok(n)
+    }
+
+    /// Runs a checkpoint now.
+    pub fn checkpoint(&self) -> Result<Lsn> {
+        checkpoint::procedure::run(&self.engine, Reason::Requested)
+    }
+
+    /// WAL figures.
+    pub fn wal_stats(&self) -> crate::wal::WalStats {
+        self.engine.wal.stats()
+    }
+
+    /// I/O figures per issuer and file kind.
+    pub fn io_stats(&self) -> &Arc<IoStats> {
+        &self.engine.io_stats
+    }
+
+    /// Buffer pool figures.
+    pub fn buffer_stats(&self) -> &crate::buffer::BufferStats {
+        &self.engine.pool.stats
+    }
+
+    /// Number of checkpoints completed since opening.
+    pub fn checkpoints(&self) -> u64 {
+        self.engine.checkpoint.completed.load(Relaxed)
+    }
+
+    /// Number of checkpoints started since opening (one more than
+    /// [`Database::checkpoints`] while one runs).
+    pub fn checkpoints_started(&self) -> u64 {
+        self.engine.checkpoint.started.load(Relaxed)
+    }
+
+    /// Closes cleanly: a shutdown checkpoint, control file "shut down".
+    pub fn close(mut self) -> Result<()> {
+        self.stop_background();
+        checkpoint::procedure::run(&self.engine, Reason::Shutdown)?;
+        Ok(())
+    }
+
+    fn stop_background(&mut self) {
+        self.engine.stop.store(true, SeqCst);
+        if let Some(h) = self.background.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        // Without close(): like a crash, except that commits already
+        // returned with synchronous_commit off are flushed.
+        self.stop_background();
+        let _ = self
+            .engine
+            .wal
+            .flush(self.engine.wal.insert_lsn(), Issuer::WalWriter);
+    }
+}

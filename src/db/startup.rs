@@ -1,0 +1,199 @@
+//! Opening a database, in this order (each step relies on the ones before):
+//!
+//! 1. Read the control file; refuse settings that contradict it or that
+//!    this build cannot honour (`directory::open_control`).
+//! 2. After an unclean shutdown, fsync what the dead process left in the
+//!    page cache (WAL from the redo segment on, data files, directories)
+//!    before trusting any of it ([`sync_after_unclean_shutdown`]).
+//! 3. Scan the WAL from the redo point to its end; refuse a WAL that ends
+//!    before the checkpoint record the control file names.
+//! 4. Bump the WAL epoch in the control file, durably, before any new WAL
+//!    is written, so stale pages of the previous run are never read as new.
+//! 5. Open the WAL for writing at the scan's end; build the buffer pool
+//!    with the mode's torn-page protection.
+//! 6. Redo every record from the redo point (images first, then changes
+//!    to pages whose LSN is older), repairing damaged pages from images.
+//! 7. Derive the next transaction and file ids (the control file's, raised
+//!    past anything redo saw or the data directory holds).
+//! 8. Create the catalog if the database is new; load it; remove data
+//!    files no table owns.
+//! 9. Checkpoint (end of recovery), so the control file says "in
+//!    production" with a redo point past everything replayed.
+//! 10. Start the background thread.
+
+use super::{catalog, directory, Database};
+use crate::btree::{self, smo, Tree};
+use crate::buffer::{BufferPool, DataFiles, PageId, WalFlush};
+use crate::checkpoint::{self, Reason};
+use crate::control::{ControlFile, DbState};
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};
+use crate::options::Options;
+use crate::recovery;
+use crate::stats::IoStats;
+use crate::table::CATALOG_FILE_ID;
+use crate::wal::Wal;
+use directory::{wal_config, DATA_DIR, WAL_DIR};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Opens (and recovers) the database in `dir` on `fs`; see the module doc
+/// for the order.
+pub(super) fn open(
+    fs: Arc<dyn FileSystem>,
+    io_stats: Arc<IoStats>,
+    dir: &Path,
+    options: Options,
+) -> Result<Database> {
+    // 1.
+    let mut control = directory::open_control(fs.as_ref(), dir, &options.creation)?;
+    let settings = control.settings.clone();
+    let wal_dir = dir.join(WAL_DIR);
+    // 2. Trust nothing the dead process left unsynced: a restart that
+    // checkpointed pages over volatile WAL could lose half a commit.
+    let sync_start = Instant::now();
+    let synced = if control.state == DbState::ShutDown {
+        None
+    } else {
+        Some(sync_after_unclean_shutdown(fs.as_ref(), dir, &control)?)
+    };
+    let sync_ms = sync_start.elapsed().as_secs_f64() * 1e3;
+    // 3.
+    let scan = recovery::scan(&fs, &wal_dir, &wal_config(&control), control.redo_lsn)?;
+    recovery::check_reached_checkpoint(&scan, &wal_dir, &control)?;
+    // 4.
+    control.wal_epoch += 1;
+    control.state = DbState::InRecovery;
+    control.write(fs.as_ref(), dir, Issuer::Recovery)?;
+    // 5.
+    let wal = Arc::new(Wal::open(
+        fs.clone(),
+        &wal_dir,
+        wal_config(&control),
+        scan.end,
+        scan.prev_record,
+    )?);
+    let files = Arc::new(DataFiles::new(fs.clone(), &dir.join(DATA_DIR), &settings));
+    let nframes = (options.buffer_pool_size / settings.page_size as u64) as usize;
+    let pool = BufferPool::new(
+        nframes,
+        settings.page_size as usize,
+        settings.data_checksums,
+        files.clone(),
+        wal.clone() as Arc<dyn WalFlush>,
+        crate::protect::page_write_protection(settings.torn_page_protection)?,
+        Some(btree::validate_page),
+    )?;
+    // 6.
+    pool.set_recovery(true);
+    let mut report = recovery::redo(
+        &pool,
+        &fs,
+        &wal_dir,
+        &wal_config(&control),
+        control.redo_lsn,
+        &scan,
+    )?;
+    if let Some(s) = synced {
+        report.startup_sync_files = s.wal_segments + s.data_files;
+        report.startup_sync_ms = sync_ms;
+    }
+    pool.set_recovery(false);
+    // 7.
+    let on_disk = files.ids_on_disk()?;
+    let on_disk_max = on_disk.iter().copied().max().unwrap_or(0);
+    let next_file_id = control
+        .next_file_id
+        .max(scan.max_file_id + 1)
+        .max(on_disk_max + 1)
+        .max(CATALOG_FILE_ID + 1);
+    let next_xid = control.next_xid.max(scan.max_xid + 1);
+    // 8.
+    let catalog_meta = PageId::new(CATALOG_FILE_ID, btree::meta::META_BLOCK);
+    let needs_catalog =
+        pool.pin_cached(catalog_meta).is_none() && !on_disk.contains(&CATALOG_FILE_ID);
+    let engine = Arc::new(Engine::new(
+        dir.to_path_buf(),
+        fs,
+        io_stats,
+        control,
+        options,
+        wal,
+        pool,
+        next_xid,
+        next_file_id,
+    ));
+    if needs_catalog {
+        let tree = Tree::new(&engine.pool, CATALOG_FILE_ID);
+        smo::create_tree(&tree, &engine.wal, Issuer::Client)?;
+    }
+    catalog::load(&engine)?;
+    catalog::remove_orphan_files(&engine)?;
+    // 9.
+    checkpoint::procedure::run(&engine, Reason::EndOfRecovery)?;
+    // 10.
+    let background = Some(checkpoint::background::spawn(engine.clone()));
+    Ok(Database {
+        engine,
+        background,
+        recovery: report,
+    })
+}
+
+/// What [`sync_after_unclean_shutdown`] made durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StartupSync {
+    pub wal_segments: u64,
+    pub data_files: u64,
+    pub directories: u64,
+}
+
+/// After an unclean shutdown, makes durable whatever the dead process left
+/// in the OS page cache, before anything trusts it (PostgreSQL's
+/// SyncDataDirectory at the start of crash recovery): the WAL segments from
+/// the one holding the redo point on, every data file, and the three
+/// directories.
+///
+/// Why: a process killed with its page cache intact (kill -9, a panic, an
+/// OOM kill) leaves WAL that was written but never fsynced. The reader finds
+/// it, the WAL writer takes it as flushed, and the restart's redo and
+/// checkpoint then write and fsync data pages that depend on it. A power
+/// loss before that WAL reaches the disk would leave half a transaction on
+/// the data pages and nothing in the WAL to tell. A failed fsync here is
+/// fatal, as everywhere: the open fails.
+pub fn sync_after_unclean_shutdown(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    control: &ControlFile,
+) -> Result<StartupSync> {
+    let mut done = StartupSync::default();
+    let wal_dir = dir.join(WAL_DIR);
+    let redo_segment = control.redo_lsn.0 / control.settings.wal_segment_size;
+    for segno in crate::wal::segment::list_segments(fs, &wal_dir)? {
+        if segno >= redo_segment {
+            let path = crate::wal::segment::segment_path(&wal_dir, segno);
+            fs.open(&path, FileKind::Wal, OpenOptions::read_only())?
+                .sync_all(Issuer::Recovery)?;
+            done.wal_segments += 1;
+        }
+    }
+    let data_dir = dir.join(DATA_DIR);
+    if fs.exists(&data_dir) {
+        for path in fs.list_dir(&data_dir)? {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if crate::file::segmented::parse_segment_name(name).is_some() {
+                fs.open(&path, FileKind::Data, OpenOptions::read_only())?
+                    .sync_all(Issuer::Recovery)?;
+                done.data_files += 1;
+            }
+        }
+        fs.sync_dir(&data_dir, Issuer::Recovery)?;
+        done.directories += 1;
+    }
+    fs.sync_dir(&wal_dir, Issuer::Recovery)?;
+    fs.sync_dir(dir, Issuer::Recovery)?;
+    done.directories += 2;
+    Ok(done)
+}

@@ -1,0 +1,139 @@
+//! The engine's shared state: what every handle, transaction and
+//! background thread of one open database reaches.
+//!
+//! It sits below the transaction layer and the API ([`crate::db`]): txn
+//! and the checkpointer take an `&Engine`; nothing here imports them.
+
+use crate::buffer::BufferPool;
+use crate::checkpoint::CheckpointState;
+use crate::control::ControlFile;
+use crate::error::{Error, Result};
+use crate::file::FileSystem;
+use crate::options::Options;
+use crate::settings::CreationSettings;
+use crate::stats::IoStats;
+use crate::txn::lock::LockManager;
+use crate::wal::Wal;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+/// The state shared by every handle and transaction of an open database.
+pub(crate) struct Engine {
+    pub(crate) dir: PathBuf,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) io_stats: Arc<IoStats>,
+    pub(crate) settings: CreationSettings,
+    pub(crate) options: Options,
+    pub(crate) control: Mutex<ControlFile>,
+    pub(crate) wal: Arc<Wal>,
+    pub(crate) pool: BufferPool,
+    pub(crate) locks: LockManager,
+    pub(crate) checkpoint: CheckpointState,
+    pub(crate) next_xid: AtomicU64,
+    pub(crate) next_file_id: AtomicU32,
+    /// Table name -> file id, loaded from the catalog's tree.
+    pub(crate) catalog: RwLock<HashMap<String, u32>>,
+    /// One table creation or drop at a time.
+    pub(crate) ddl: Mutex<()>,
+    smo: Mutex<HashMap<u32, Arc<Mutex<()>>>>,
+    /// Files of tables dropped in this opening. A commit holds it shared
+    /// through its apply phase, so a drop taking it exclusively waits out
+    /// every commit already applying, and every later one sees the drop.
+    dropped: RwLock<HashSet<u32>>,
+    poisoned: Mutex<Option<String>>,
+    /// Tells the background threads to end.
+    pub(crate) stop: AtomicBool,
+}
+
+impl Engine {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        dir: PathBuf,
+        fs: Arc<dyn FileSystem>,
+        io_stats: Arc<IoStats>,
+        control: ControlFile,
+        options: Options,
+        wal: Arc<Wal>,
+        pool: BufferPool,
+        next_xid: u64,
+        next_file_id: u32,
+    ) -> Engine {
+        Engine {
+            dir,
+            fs,
+            io_stats,
+            settings: control.settings.clone(),
+            locks: LockManager::new(options.deadlock_timeout),
+            options,
+            control: Mutex::new(control),
+            wal,
+            pool,
+            checkpoint: CheckpointState::default(),
+            next_xid: AtomicU64::new(next_xid),
+            next_file_id: AtomicU32::new(next_file_id),
+            catalog: RwLock::new(HashMap::new()),
+            ddl: Mutex::new(()),
+            smo: Mutex::new(HashMap::new()),
+            dropped: RwLock::new(HashSet::new()),
+            poisoned: Mutex::new(None),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(why) => Err(Error::Stopped(why.clone())),
+            None if self.pool.is_poisoned() => Err(Error::Stopped("a failed change".into())),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads stop with writes after a failure: the pages may hold changes
+    /// of a commit whose record never became durable. One atomic load.
+    pub(crate) fn check_readable(&self) -> Result<()> {
+        if self.pool.is_poisoned() {
+            return self.check_usable();
+        }
+        Ok(())
+    }
+
+    /// Stops all writing after a failure in a commit's apply phase.
+    pub(crate) fn poison(&self, e: &Error) {
+        self.pool.poison();
+        self.poisoned.lock().get_or_insert_with(|| e.to_string());
+    }
+
+    /// Runs `f` and stops the engine if it fails fatally (a failed fsync:
+    /// never go on over writes of unknown durability).
+    pub(crate) fn stop_if_fatal<T>(&self, result: Result<T>) -> Result<T> {
+        result.inspect_err(|e| {
+            if e.is_fatal() {
+                self.poison(e);
+            }
+        })
+    }
+
+    /// The lock serializing structure changes of one tree.
+    pub(crate) fn smo_lock(&self, file_id: u32) -> Arc<Mutex<()>> {
+        self.smo.lock().entry(file_id).or_default().clone()
+    }
+
+    /// The set of files dropped in this opening, held shared: a commit
+    /// holds it from its check until its record is in.
+    pub(crate) fn dropped_files(&self) -> RwLockReadGuard<'_, HashSet<u32>> {
+        self.dropped.read()
+    }
+
+    /// Marks `file_id` dropped once every commit applying now is done.
+    pub(crate) fn mark_dropped(&self, file_id: u32) {
+        self.dropped.write().insert(file_id);
+    }
+
+    /// The next transaction id.
+    pub(crate) fn allocate_xid(&self) -> u64 {
+        self.next_xid.fetch_add(1, Relaxed)
+    }
+}
