@@ -61,6 +61,7 @@ impl Engine {
         next_xid: u64,
         next_file_id: u32,
     ) -> Engine {
+        let checkpoint = CheckpointState::starting_at(control.redo_lsn, options.clock.now());
         Engine {
             dir,
             fs,
@@ -71,7 +72,7 @@ impl Engine {
             control: Mutex::new(control),
             wal,
             pool,
-            checkpoint: CheckpointState::default(),
+            checkpoint,
             next_xid: AtomicU64::new(next_xid),
             next_file_id: AtomicU32::new(next_file_id),
             catalog: RwLock::new(HashMap::new()),

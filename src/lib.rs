@@ -21,6 +21,7 @@ pub mod btree;
 pub mod buffer;
 pub mod checkpoint;
 pub mod checksum;
+pub mod clock;
 pub mod control;
 pub mod crashlab;
 pub mod db;

@@ -1,6 +1,8 @@
 //! Settings that may change from one opening to the next (the creation
 //! settings, fixed for a database's life, are in [`crate::settings`]).
 
+use crate::clock::Clock;
+use crate::error::{Error, Result};
 use crate::settings::RequestedCreationSettings;
 use std::time::Duration;
 
@@ -22,15 +24,32 @@ pub struct Options {
     /// Most bytes one transaction may write (default 16 MB).
     pub max_write_set_bytes: usize,
     /// `max_wal_size` in bytes (default 1 GB): a checkpoint starts when the
-    /// WAL written since the last redo point reaches half of it, so that
-    /// about this much WAL is kept (as PostgreSQL's soft limit).
+    /// WAL written since the last redo point reaches
+    /// `max_wal_size / (1 + checkpoint_completion_target)`, so that about
+    /// this much WAL is kept (PostgreSQL's soft limit and formula).
     pub max_wal_size: u64,
-    /// `checkpoint_timeout` (default 300 s): the longest time between
-    /// automatic checkpoints.
+    /// `checkpoint_timeout` (default 300 s, 0.1 s to 1 day): the longest time
+    /// between automatic checkpoints.
     pub checkpoint_timeout: Duration,
+    /// `checkpoint_completion_target` (default 0.9, 0 to 1): an automatic
+    /// checkpoint spreads its writes and fsyncs to finish when this share
+    /// of the time or WAL until the next one has passed. Checkpoints asked
+    /// for, at shutdown and at the end of recovery run at full speed.
+    pub checkpoint_completion_target: f64,
+    /// `checkpoint_sort` (default on): a checkpoint writes its pages in
+    /// (file, block) order, consecutive blocks as one write; off: in buffer
+    /// order, one page per write (PostgreSQL before 9.6).
+    pub checkpoint_sort: bool,
+    /// `checkpoint_flush_after` in pages (default 32, i.e. 256 kB of 8 kB
+    /// pages, as PostgreSQL on Linux; 0 = off, at most 256): after this
+    /// many pages the checkpointer asks the kernel to start writing them
+    /// back (sync_file_range), so the fsyncs at the end find less to do.
+    pub checkpoint_flush_after: u32,
     /// `deadlock_timeout` (default 1 s, as PostgreSQL): how long a
     /// transaction waits for a row lock before it checks for a deadlock.
     pub deadlock_timeout: Duration,
+    /// The clock the engine paces work by (real time; tests use a manual one).
+    pub clock: Clock,
 }
 
 impl Default for Options {
@@ -44,6 +63,44 @@ impl Default for Options {
             max_wal_size: 1024 * 1024 * 1024,
             checkpoint_timeout: Duration::from_secs(300),
             deadlock_timeout: crate::txn::lock::DEFAULT_DEADLOCK_TIMEOUT,
+            checkpoint_completion_target: 0.9,
+            checkpoint_sort: true,
+            checkpoint_flush_after: 32,
+            clock: Clock::real(),
         }
+    }
+}
+
+impl Options {
+    /// Refuses a value out of its range, naming the setting.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |name, detail: String| Err(Error::InvalidSetting { name, detail });
+        let target = self.checkpoint_completion_target;
+        if !(0.0..=1.0).contains(&target) {
+            return invalid(
+                "checkpoint_completion_target",
+                format!("{target} is outside 0 to 1"),
+            );
+        }
+        let timeout = self.checkpoint_timeout;
+        if timeout < Duration::from_millis(100) || timeout > Duration::from_secs(86_400) {
+            return invalid(
+                "checkpoint_timeout",
+                format!("{timeout:?} is outside 0.1 s to 1 day"),
+            );
+        }
+        if self.checkpoint_flush_after > 256 {
+            return invalid(
+                "checkpoint_flush_after",
+                format!("{} pages is more than 256", self.checkpoint_flush_after),
+            );
+        }
+        Ok(())
+    }
+
+    /// The WAL between automatic checkpoints: PostgreSQL's
+    /// `max_wal_size / (1 + checkpoint_completion_target)`.
+    pub fn wal_per_checkpoint(&self) -> u64 {
+        (self.max_wal_size as f64 / (1.0 + self.checkpoint_completion_target)) as u64
     }
 }

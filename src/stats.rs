@@ -61,6 +61,11 @@ impl IoStats {
             .sum()
     }
 
+    /// Bytes moved by `op` on files of `kind` by one issuer.
+    pub fn bytes_by(&self, who: Issuer, kind: FileKind, op: IoOp) -> u64 {
+        self.bytes[cell(who, kind, op)].load(Relaxed)
+    }
+
     /// Calls of `op` on files of `kind` by one issuer.
     pub fn calls_by(&self, who: Issuer, kind: FileKind, op: IoOp) -> u64 {
         self.calls[cell(who, kind, op)].load(Relaxed)

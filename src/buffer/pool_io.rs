@@ -53,13 +53,40 @@ impl DataFiles {
     /// fsyncs every data file this process opened, then the directory
     /// (new segment files).
     pub fn sync_all(&self, who: Issuer) -> Result<()> {
+        self.sync_each(who, |_, _| {}).map(|_| ())
+    }
+
+    /// [`DataFiles::sync_all`], one file at a time, calling `after(done, of)`
+    /// after each (a spread checkpoint paces its fsyncs there). Returns the
+    /// number of files.
+    pub fn sync_each(&self, who: Issuer, mut after: impl FnMut(usize, usize)) -> Result<usize> {
         // In file-id order, so a replayed crash sees the same fsync order.
         let mut files: Vec<_> = self.files.read().values().cloned().collect();
         files.sort_by_key(|f| f.file_id());
-        for f in files {
+        for (i, f) in files.iter().enumerate() {
             f.sync(who)?;
+            after(i + 1, files.len());
         }
-        self.fs.sync_dir(&self.dir, who)
+        self.fs.sync_dir(&self.dir, who)?;
+        Ok(files.len())
+    }
+
+    /// How many data files this process opened.
+    pub fn open_count(&self) -> usize {
+        self.files.read().len()
+    }
+
+    /// Asks the kernel to start writing back `pages` (sorted or not): one
+    /// request per run of consecutive blocks.
+    pub fn writeback(&self, pages: &[PageId], who: Issuer) -> Result<()> {
+        let mut sorted = pages.to_vec();
+        sorted.sort_unstable();
+        for run in block_runs(&sorted) {
+            let first = sorted[run.start];
+            let file = self.get(first.file_id)?;
+            file.writeback(first.block as u64, run.len() as u64, who)?;
+        }
+        Ok(())
     }
 
     /// Deletes every segment of `file_id` (a dropped table).
@@ -87,6 +114,22 @@ impl DataFiles {
         ids.dedup();
         Ok(ids)
     }
+}
+
+/// Splits sorted `ids` into runs of consecutive blocks of one file.
+fn block_runs(ids: &[PageId]) -> Vec<std::ops::Range<usize>> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for i in 1..=ids.len() {
+        let continues = i < ids.len()
+            && ids[i].file_id == ids[start].file_id
+            && ids[i].block == ids[i - 1].block + 1;
+        if !continues {
+            runs.push(start..i);
+            start = i;
+        }
+    }
+    runs
 }
 
 /// A page copied out of its frame, on its way to disk.
@@ -208,60 +251,61 @@ impl BufferPool {
 
     /// Writes sorted copies, one vectored write per run of consecutive blocks.
     fn write_runs(&self, copies: &[PageCopy], who: Issuer) -> Result<()> {
-        let mut start = 0;
-        while start < copies.len() {
-            let mut end = start + 1;
-            while end < copies.len()
-                && copies[end].id.file_id == copies[start].id.file_id
-                && copies[end].id.block == copies[end - 1].id.block + 1
-            {
-                end += 1;
-            }
-            let file = self.files.get(copies[start].id.file_id)?;
-            let bufs: Vec<&[u8]> = copies[start..end]
-                .iter()
-                .map(|c| c.bytes.as_slice())
-                .collect();
-            file.write_pages(copies[start].id.block as u64, &bufs, who)?;
-            start = end;
+        let ids: Vec<PageId> = copies.iter().map(|c| c.id).collect();
+        for run in block_runs(&ids) {
+            let first = ids[run.start];
+            let file = self.files.get(first.file_id)?;
+            let bufs: Vec<&[u8]> = copies[run].iter().map(|c| c.bytes.as_slice()).collect();
+            file.write_pages(first.block as u64, &bufs, who)?;
         }
         Ok(())
     }
 
-    /// Writes every page that is dirty now (a checkpoint's first half: the
-    /// caller fsyncs the data files after). Pages dirtied after the start
-    /// wait for the next checkpoint. Returns the number of pages written.
-    pub fn flush_dirty(&self, who: Issuer, batch: usize) -> Result<usize> {
+    /// Marks every page dirty now as one the running checkpoint must see
+    /// written (PostgreSQL's BM_CHECKPOINT_NEEDED) and returns them, in
+    /// frame order. Pages dirtied later wait for the next checkpoint; a
+    /// marked page another writer writes meanwhile counts as done.
+    pub fn mark_for_checkpoint(&self) -> Vec<PageId> {
+        let mut marked = Vec::new();
         for f in self.frames.iter() {
-            if f.page().is_some() && f.is_dirty() {
-                f.checkpoint_needed
-                    .store(f.dirty_gen.load(Acquire).max(1), Release);
+            if let Some(id) = f.page() {
+                if f.is_dirty() {
+                    f.checkpoint_needed
+                        .store(f.dirty_gen.load(Acquire).max(1), Release);
+                    marked.push(id);
+                }
             }
         }
-        let mut written = 0;
-        let mut pinned = Vec::with_capacity(batch);
-        for idx in 0..self.frames.len() {
-            let f = &self.frames[idx];
-            if f.checkpoint_needed.load(Acquire) == 0 {
-                continue;
-            }
-            // Pin through the page table, so the frame cannot change page.
-            let Some(id) = f.page() else { continue };
+        marked
+    }
+
+    /// Writes those of `ids` a checkpoint still needs, as one batch (in
+    /// (file, block) order, runs of blocks as one vectored write). Returns
+    /// the number of pages written.
+    pub fn write_for_checkpoint(&self, ids: &[PageId], who: Issuer) -> Result<usize> {
+        let mut pinned = Vec::with_capacity(ids.len());
+        for &id in ids {
+            // Pinned through the page table, so the frame cannot change page.
             let Some(p) = self.pin_cached(id) else {
                 continue;
             };
-            if p.idx != idx {
-                continue;
-            }
-            pinned.push(p);
-            if pinned.len() == batch {
-                let idxs: Vec<usize> = pinned.iter().map(|p| p.idx).collect();
-                written += self.write_frames(&idxs, who)?;
-                pinned.clear();
+            if self.frames[p.idx].checkpoint_needed.load(Acquire) != 0 {
+                pinned.push(p);
             }
         }
         let idxs: Vec<usize> = pinned.iter().map(|p| p.idx).collect();
-        written += self.write_frames(&idxs, who)?;
+        self.write_frames(&idxs, who)
+    }
+
+    /// Writes every page that is dirty now, `batch` pages at a time in
+    /// frame order (a checkpoint's first half, unpaced: the caller fsyncs
+    /// the data files after). Returns the number of pages written.
+    pub fn flush_dirty(&self, who: Issuer, batch: usize) -> Result<usize> {
+        let marked = self.mark_for_checkpoint();
+        let mut written = 0;
+        for chunk in marked.chunks(batch.max(1)) {
+            written += self.write_for_checkpoint(chunk, who)?;
+        }
         Ok(written)
     }
 }

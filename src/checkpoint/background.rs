@@ -1,6 +1,8 @@
-//! The background thread: with `synchronous_commit = off` it flushes the
-//! WAL every 10 ms; it starts a checkpoint when `max_wal_size / 2` of WAL
-//! was written since the last redo point or `checkpoint_timeout` passed.
+//! The background threads: the checkpointer, which starts a checkpoint
+//! when `checkpoint_timeout` passed or the WAL since the last redo point
+//! reached `max_wal_size / (1 + checkpoint_completion_target)`; and, with
+//! `synchronous_commit = off`, the WAL writer, which flushes every 10 ms.
+//! They are separate so a spread checkpoint never delays WAL flushes.
 
 use super::{procedure, Reason};
 use crate::engine::Engine;
@@ -10,39 +12,66 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub(crate) fn spawn(engine: Arc<Engine>) -> JoinHandle<()> {
+/// How often the threads look at their triggers (real time).
+const POLL: Duration = Duration::from_millis(10);
+
+pub(crate) fn spawn(engine: Arc<Engine>) -> Vec<JoinHandle<()>> {
+    let mut threads = vec![spawn_named(
+        "untorn-checkpointer",
+        engine.clone(),
+        checkpointer,
+    )];
+    if !engine.options.synchronous_commit {
+        threads.push(spawn_named("untorn-walwriter", engine, wal_writer));
+    }
+    threads
+}
+
+fn spawn_named(name: &str, engine: Arc<Engine>, body: fn(&Engine)) -> JoinHandle<()> {
     std::thread::Builder::new()
-        .name("untorn-background".into())
-        .spawn(move || {
-            while !engine.stop.load(SeqCst) {
-                std::thread::sleep(Duration::from_millis(10));
-                if !engine.options.synchronous_commit {
-                    let flushed = engine.wal.flush(engine.wal.insert_lsn(), Issuer::WalWriter);
-                    if let Err(e) = flushed {
-                        engine.poison(&e);
-                        return;
-                    }
-                }
-                let (redo, at) = procedure::last(&engine);
-                let wal_since = engine.wal.insert_lsn().0.saturating_sub(redo.0);
-                let reason = if wal_since >= engine.options.max_wal_size / 2 {
-                    Reason::Wal
-                } else if at.elapsed() >= engine.options.checkpoint_timeout {
-                    Reason::Timed
-                } else {
-                    continue;
-                };
-                if engine.check_usable().is_err() {
-                    continue;
-                }
-                if let Err(e) = procedure::run(&engine, reason) {
-                    if e.is_fatal() {
-                        return;
-                    }
-                    // Not fatal (a full disk, say): try again later.
-                    procedure::postpone(&engine, redo);
-                }
+        .name(name.into())
+        .spawn(move || body(&engine))
+        .expect("spawn a background thread")
+}
+
+/// The reason a checkpoint is due now, if one is.
+fn due(engine: &Engine) -> Option<(Reason, crate::Lsn)> {
+    let (redo, at) = procedure::last(engine);
+    let wal_since = engine.wal.insert_lsn().0.saturating_sub(redo.0);
+    if wal_since >= engine.options.wal_per_checkpoint() {
+        Some((Reason::Wal, redo))
+    } else if engine.options.clock.now().saturating_sub(at) >= engine.options.checkpoint_timeout {
+        Some((Reason::Timed, redo))
+    } else {
+        None
+    }
+}
+
+fn checkpointer(engine: &Engine) {
+    while !engine.stop.load(SeqCst) {
+        std::thread::sleep(POLL);
+        let Some((reason, redo)) = due(engine) else {
+            continue;
+        };
+        if engine.check_usable().is_err() {
+            continue;
+        }
+        if let Err(e) = procedure::run(engine, reason) {
+            if e.is_fatal() {
+                return;
             }
-        })
-        .expect("spawn the background thread")
+            // Not fatal (a full disk, say): try again an interval later.
+            procedure::postpone(engine, redo);
+        }
+    }
+}
+
+fn wal_writer(engine: &Engine) {
+    while !engine.stop.load(SeqCst) {
+        std::thread::sleep(POLL);
+        if let Err(e) = engine.wal.flush(engine.wal.insert_lsn(), Issuer::WalWriter) {
+            engine.poison(&e);
+            return;
+        }
+    }
 }

@@ -2,10 +2,15 @@
 //! redo point it owns, and the background thread that starts it.
 //!
 //! A checkpoint (1) moves the redo point to the WAL's insert position,
-//! (2) writes every page dirty at that moment, (3) fsyncs the data files,
-//! (4) logs a checkpoint record naming the redo point and flushes it,
-//! (5) makes the control file name that record (an atomic replacement),
-//! (6) only then recycles WAL segments before the redo point.
+//! (2) writes every page dirty at that moment (sorted by file and block
+//! with `checkpoint_sort`; pages others write meanwhile count as done),
+//! asking the kernel to start writeback every `checkpoint_flush_after`
+//! pages, (3) fsyncs the data files one by one, (4) logs a checkpoint
+//! record naming the redo point and flushes it, (5) makes the control file
+//! name that record (an atomic replacement), (6) only then recycles WAL
+//! segments before the redo point. Automatic checkpoints (timed, WAL) are
+//! spread over `checkpoint_completion_target` of the interval
+//! ([`pacing`]); the others run at full speed.
 //!
 //! Rules:
 //! - The redo point only moves forward ([`RedoPoint::advance`] asserts it).
@@ -16,18 +21,21 @@
 //!   later checkpoint must never succeed over writes the kernel dropped.
 
 pub(crate) mod background;
+pub(crate) mod pacing;
 pub(crate) mod procedure;
 pub mod record;
+#[cfg(test)]
+mod tests;
 
 pub use record::{CheckpointInfo, CHECKPOINT_INFO_SIZE};
 
 use crate::Lsn;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-use std::sync::atomic::AtomicU64;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::time::Duration;
 
 /// Why a checkpoint runs (log_checkpoints' "checkpoint starting: ...").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// The end of opening (after recovery, if any).
@@ -42,6 +50,68 @@ pub enum Reason {
     Shutdown,
 }
 
+impl Reason {
+    /// Automatic checkpoints are spread; the others run at full speed.
+    pub fn is_spread(self) -> bool {
+        matches!(self, Reason::Timed | Reason::Wal)
+    }
+}
+
+/// What one checkpoint did (PostgreSQL's log_checkpoints line).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CheckpointLog {
+    pub reason: Reason,
+    pub redo: Lsn,
+    /// When it started, in seconds of the engine's clock since opening.
+    pub started_s: f64,
+    /// Pages dirty at the start, and those this checkpoint wrote (the rest
+    /// were written by others meanwhile).
+    pub pages_marked: u64,
+    pub pages_written: u64,
+    /// Data files fsynced.
+    pub files_synced: u64,
+    /// Seconds writing (naps included), fsyncing, and in all.
+    pub write_s: f64,
+    pub sync_s: f64,
+    pub total_s: f64,
+    /// WAL bytes between the previous checkpoint's redo point and this one's.
+    pub distance: u64,
+}
+
+/// Checkpointer statistics since opening (pg_stat_checkpointer).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CheckpointStats {
+    /// Started by `checkpoint_timeout`.
+    pub timed: u64,
+    /// Every other reason (WAL, asked for, end of recovery, shutdown).
+    pub requested: u64,
+    pub pages_written: u64,
+    pub write_s: f64,
+    pub sync_s: f64,
+    /// The checkpoints completed, oldest first (the last 1,000).
+    pub log: Vec<CheckpointLog>,
+}
+
+/// How many checkpoint lines [`CheckpointStats::log`] keeps.
+const LOG_KEPT: usize = 1000;
+
+impl CheckpointStats {
+    fn add(&mut self, c: CheckpointLog) {
+        if c.reason == Reason::Timed {
+            self.timed += 1;
+        } else {
+            self.requested += 1;
+        }
+        self.pages_written += c.pages_written;
+        self.write_s += c.write_s;
+        self.sync_s += c.sync_s;
+        if self.log.len() == LOG_KEPT {
+            self.log.remove(0);
+        }
+        self.log.push(c);
+    }
+}
+
 /// Where redo starts: the redo point of the checkpoint in progress, or of
 /// the last one.
 #[derive(Default)]
@@ -53,15 +123,15 @@ impl RedoPoint {
         self.0.read()
     }
 
-    /// Moves the redo point to `to`, waiting out every holder.
-    fn advance(&self, to: Lsn) {
+    /// Moves the redo point to `to()`, read once every holder is gone:
+    /// a commit holding it may still insert, so the new point must be read
+    /// after, never before, it lets go. Returns (old, new).
+    fn advance(&self, to: impl FnOnce() -> Lsn) -> (Lsn, Lsn) {
         let mut point = self.0.write();
-        assert!(
-            to >= *point,
-            "redo point moving back from {} to {to}",
-            *point
-        );
-        *point = to;
+        let (old, new) = (*point, to());
+        assert!(new >= old, "redo point moving back from {old} to {new}");
+        *point = new;
+        (old, new)
     }
 }
 
@@ -72,40 +142,27 @@ pub(crate) struct CheckpointState {
     /// Checkpoints completed and started since opening.
     pub(crate) completed: AtomicU64,
     pub(crate) started: AtomicU64,
-    /// The redo point of the last checkpoint, and when it started: what
-    /// the triggers measure from.
-    last: Mutex<(Lsn, Instant)>,
+    /// The redo point of the last checkpoint, and when it started (engine
+    /// clock): what the triggers measure from.
+    last: Mutex<(Lsn, Duration)>,
+    /// Threads waiting to run a checkpoint of their own: a spread one in
+    /// progress stops napping.
+    pub(crate) waiting: AtomicUsize,
+    pub(crate) stats: Mutex<CheckpointStats>,
 }
 
-impl Default for CheckpointState {
-    fn default() -> Self {
+impl CheckpointState {
+    /// The state of an engine opened with its last redo point at `redo`,
+    /// at `now` on the engine's clock.
+    pub(crate) fn starting_at(redo: Lsn, now: Duration) -> Self {
         CheckpointState {
-            redo_point: RedoPoint::default(),
+            redo_point: RedoPoint(RwLock::new(redo)),
             one_at_a_time: Mutex::new(()),
             completed: AtomicU64::new(0),
             started: AtomicU64::new(0),
-            last: Mutex::new((Lsn::INVALID, Instant::now())),
+            last: Mutex::new((redo, now)),
+            waiting: AtomicUsize::new(0),
+            stats: Mutex::new(CheckpointStats::default()),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_redo_point_moves_forward() {
-        let p = RedoPoint::default();
-        p.advance(Lsn(10));
-        p.advance(Lsn(10));
-        assert_eq!(*p.hold(), Lsn(10));
-    }
-
-    #[test]
-    #[should_panic(expected = "redo point moving back")]
-    fn the_redo_point_never_moves_back() {
-        let p = RedoPoint::default();
-        p.advance(Lsn(10));
-        p.advance(Lsn(9));
     }
 }

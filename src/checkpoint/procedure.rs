@@ -1,33 +1,115 @@
 //! The checkpoint procedure (steps in `checkpoint/mod.rs`).
 
+use super::pacing::Schedule;
 use super::record::{log_checkpoint, CheckpointInfo};
-use super::Reason;
+use super::{CheckpointLog, Reason};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::file::Issuer;
 use crate::Lsn;
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::sync::atomic::Ordering::*;
+use std::time::Duration;
 
-/// Runs a checkpoint; returns its redo point. A fatal failure (a failed
+/// Pages written per batch when sorted (runs of consecutive blocks become
+/// one vectored write); unsorted, one page per write.
+const SORTED_BATCH: usize = 64;
+
+/// Runs a checkpoint; returns what it did. A fatal failure (a failed
 /// fsync) stops the engine: a later checkpoint must never complete over
 /// page writes the kernel may have dropped (PostgreSQL's fsyncgate).
-pub(crate) fn run(engine: &Engine, reason: Reason) -> Result<Lsn> {
-    engine.stop_if_fatal(run_once(engine, reason))
+pub(crate) fn run(engine: &Engine, reason: Reason) -> Result<CheckpointLog> {
+    run_paced(engine, reason, reason.is_spread())
 }
 
-fn run_once(engine: &Engine, reason: Reason) -> Result<Lsn> {
+/// [`run`], spread over `checkpoint_completion_target` or not.
+pub(crate) fn run_paced(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointLog> {
     let state = &engine.checkpoint;
-    let _one = state.one_at_a_time.lock();
+    // A spread checkpoint in progress stops napping while we wait.
+    let hurry = !spread;
+    if hurry {
+        state.waiting.fetch_add(1, SeqCst);
+    }
+    let result = {
+        let _one = state.one_at_a_time.lock();
+        if hurry {
+            state.waiting.fetch_sub(1, SeqCst);
+        }
+        engine.stop_if_fatal(run_once(engine, reason, spread))
+    };
+    match &result {
+        Ok(log) => {
+            tracing::info!(
+                reason = ?log.reason,
+                pages_written = log.pages_written,
+                pages_marked = log.pages_marked,
+                files_synced = log.files_synced,
+                write_s = log.write_s,
+                sync_s = log.sync_s,
+                total_s = log.total_s,
+                distance_kb = log.distance / 1024,
+                redo = %log.redo,
+                "checkpoint complete"
+            );
+            state.stats.lock().add(log.clone());
+        }
+        Err(e) => tracing::error!(reason = ?reason, error = %e, "checkpoint failed"),
+    }
+    result
+}
+
+fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointLog> {
+    let state = &engine.checkpoint;
+    let clock = &engine.options.clock;
     engine.check_usable()?;
     state.started.fetch_add(1, Relaxed);
-    let redo = engine.wal.insert_lsn();
-    state.redo_point.advance(redo);
-    *state.last.lock() = (redo, Instant::now());
-    // Pins at most a quarter of the pool at once.
-    let batch = (engine.pool.nframes() / 4).clamp(1, 64);
-    engine.pool.flush_dirty(Issuer::Checkpointer, batch)?;
-    engine.pool.files().sync_all(Issuer::Checkpointer)?;
+    let start = clock.now();
+    let (previous_redo, redo) = state.redo_point.advance(|| engine.wal.insert_lsn());
+    *state.last.lock() = (redo, start);
+    tracing::info!(reason = ?reason, spread, redo = %redo, "checkpoint starting");
+    let schedule = Schedule::new(engine, spread, start, redo);
+
+    let mut pages = engine.pool.mark_for_checkpoint();
+    let sort = engine.options.checkpoint_sort;
+    if sort {
+        pages.sort_unstable();
+    }
+    let batch = if sort {
+        (engine.pool.nframes() / 4).clamp(1, SORTED_BATCH)
+    } else {
+        1
+    };
+    // Work units: pages to write, then files to fsync (the open files
+    // now, a close bound: a file first opened meanwhile adds one).
+    let units = (pages.len() + engine.pool.files().open_count()).max(1) as f64;
+    let flush_after = engine.options.checkpoint_flush_after as usize;
+    let mut not_written_back = Vec::new();
+    let (mut done, mut written) = (0usize, 0u64);
+    for chunk in pages.chunks(batch) {
+        written += engine
+            .pool
+            .write_for_checkpoint(chunk, Issuer::Checkpointer)? as u64;
+        done += chunk.len();
+        if flush_after > 0 {
+            not_written_back.extend_from_slice(chunk);
+            if not_written_back.len() >= flush_after {
+                engine
+                    .pool
+                    .files()
+                    .writeback(&not_written_back, Issuer::Checkpointer)?;
+                not_written_back.clear();
+            }
+        }
+        schedule.pause(done as f64 / units);
+    }
+    let writes_done = clock.now();
+    let files_synced = engine
+        .pool
+        .files()
+        .sync_each(Issuer::Checkpointer, |i, _| {
+            schedule.pause((pages.len() + i) as f64 / units);
+        })?;
+    let syncs_done = clock.now();
+
     let info = CheckpointInfo {
         redo,
         next_xid: engine.next_xid.load(Relaxed),
@@ -47,15 +129,31 @@ fn run_once(engine: &Engine, reason: Reason) -> Result<Lsn> {
         .wal
         .recycle_segments_before(redo, Issuer::Checkpointer)?;
     state.completed.fetch_add(1, Relaxed);
-    Ok(redo)
+    let secs = |d: Duration| d.as_secs_f64();
+    Ok(CheckpointLog {
+        reason,
+        redo,
+        started_s: secs(start),
+        pages_marked: pages.len() as u64,
+        pages_written: written,
+        files_synced: files_synced as u64,
+        write_s: secs(writes_done - start),
+        sync_s: secs(syncs_done - writes_done),
+        total_s: secs(clock.now() - start),
+        distance: if previous_redo.is_valid() {
+            redo.0 - previous_redo.0
+        } else {
+            0
+        },
+    })
 }
 
-/// When the last checkpoint started and its redo point.
-pub(crate) fn last(engine: &Engine) -> (Lsn, Instant) {
+/// The last checkpoint's redo point and when it started (engine clock).
+pub(crate) fn last(engine: &Engine) -> (Lsn, Duration) {
     *engine.checkpoint.last.lock()
 }
 
 /// Makes the triggers wait a full interval again after a failed attempt.
 pub(crate) fn postpone(engine: &Engine, redo: Lsn) {
-    *engine.checkpoint.last.lock() = (redo, Instant::now());
+    *engine.checkpoint.last.lock() = (redo, engine.options.clock.now());
 }

@@ -64,7 +64,7 @@ pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options 
     o.creation.page_size = Some(opts.page_size);
     o.creation.wal_segment_size = Some(1 << 20);
     o.buffer_pool_size = opts.pool_pages() * opts.page_size as u64;
-    o.checkpoint_timeout = Duration::from_secs(1 << 30);
+    o.checkpoint_timeout = Duration::from_secs(86_400);
     o.max_wal_size = 1 << 40;
     o
 }

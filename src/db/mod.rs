@@ -41,8 +41,8 @@ use std::thread::JoinHandle;
 /// An open database. Shareable between threads (`&Database` is `Sync`).
 pub struct Database {
     pub(crate) engine: Arc<Engine>,
-    /// The WAL writer and checkpoint trigger.
-    background: Option<JoinHandle<()>>,
+    /// The checkpointer and WAL writer threads.
+    background: Vec<JoinHandle<()>>,
     /// What recovery did at this opening.
     pub recovery: RecoveryReport,
 }
@@ -160,7 +160,19 @@ impl Database {
 
     /// Runs a checkpoint now.
     pub fn checkpoint(&self) -> Result<Lsn> {
-        checkpoint::procedure::run(&self.engine, Reason::Requested)
+        checkpoint::procedure::run(&self.engine, Reason::Requested).map(|c| c.redo)
+    }
+
+    /// Runs a checkpoint now, spread over `checkpoint_completion_target`
+    /// of `checkpoint_timeout` as an automatic one is (PostgreSQL's
+    /// checkpoint requested without "immediate"). Returns what it did.
+    pub fn checkpoint_spread(&self) -> Result<checkpoint::CheckpointLog> {
+        checkpoint::procedure::run_paced(&self.engine, Reason::Requested, true)
+    }
+
+    /// Checkpointer figures since opening, with a line per checkpoint.
+    pub fn checkpoint_stats(&self) -> checkpoint::CheckpointStats {
+        self.engine.checkpoint.stats.lock().clone()
     }
 
     /// WAL figures.
@@ -198,7 +210,7 @@ impl Database {
 
     fn stop_background(&mut self) {
         self.engine.stop.store(true, SeqCst);
-        if let Some(h) = self.background.take() {
+        for h in self.background.drain(..) {
             let _ = h.join();
         }
     }

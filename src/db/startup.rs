@@ -19,7 +19,7 @@
 //!    files no table owns.
 //! 9. Checkpoint (end of recovery), so the control file says "in
 //!    production" with a redo point past everything replayed.
-//! 10. Start the background thread.
+//! 10. Start the background threads (checkpointer, WAL writer).
 
 use super::{catalog, directory, Database};
 use crate::btree::{self, smo, Tree};
@@ -48,6 +48,7 @@ pub(super) fn open(
     options: Options,
 ) -> Result<Database> {
     // 1.
+    options.validate()?;
     let mut control = directory::open_control(fs.as_ref(), dir, &options.creation)?;
     let settings = control.settings.clone();
     let wal_dir = dir.join(WAL_DIR);
@@ -134,7 +135,7 @@ pub(super) fn open(
     // 9.
     checkpoint::procedure::run(&engine, Reason::EndOfRecovery)?;
     // 10.
-    let background = Some(checkpoint::background::spawn(engine.clone()));
+    let background = checkpoint::background::spawn(engine.clone());
     Ok(Database {
         engine,
         background,

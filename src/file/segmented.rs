@@ -194,6 +194,24 @@ impl SegmentedFile {
         Ok(())
     }
 
+    /// Asks the kernel to start writing `n` pages from `first_block` back
+    /// (sync_file_range's SYNC_FILE_RANGE_WRITE): no durability, only less
+    /// left for the fsync.
+    pub fn writeback(&self, first_block: u64, n: u64, who: Issuer) -> Result<()> {
+        let mut block = first_block;
+        let end = first_block + n;
+        while block < end {
+            let seg = block / self.pages_per_segment;
+            let in_seg = (self.pages_per_segment - block % self.pages_per_segment).min(end - block);
+            let off = (block % self.pages_per_segment) * self.page_size as u64;
+            if let Some(file) = self.segment(seg, false)? {
+                file.writeback_hint(off, in_seg * self.page_size as u64, who)?;
+            }
+            block += in_seg;
+        }
+        Ok(())
+    }
+
     /// Number of blocks: the full segments plus the pages of the last one.
     pub fn nblocks(&self) -> Result<u64> {
         let mut seg = 0;

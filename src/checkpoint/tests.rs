@@ -1,0 +1,231 @@
+//! Tests of the checkpointer: redo point, order, pacing, statistics.
+use super::*;
+
+#[test]
+fn the_redo_point_moves_forward() {
+    let p = RedoPoint::default();
+    p.advance(|| Lsn(10));
+    assert_eq!(p.advance(|| Lsn(10)), (Lsn(10), Lsn(10)));
+    assert_eq!(*p.hold(), Lsn(10));
+}
+
+#[test]
+#[should_panic(expected = "redo point moving back")]
+fn the_redo_point_never_moves_back() {
+    let p = RedoPoint::default();
+    p.advance(|| Lsn(10));
+    p.advance(|| Lsn(9));
+}
+
+use crate::clock::{Clock, ClockSource, ManualClock};
+use crate::file::sim::{SimFileSystem, TraceKind};
+use crate::file::{FileKind, FileSystem, Issuer};
+use crate::stats::{IoOp, IoStats};
+use crate::{key_u64, Database, Options, Table};
+use std::path::Path;
+use std::sync::Arc;
+
+const DIR: &str = "/sim/db";
+
+/// A database on the simulated file system with `tables` tables of
+/// `rows` rows each, loaded in an order that scatters their pages.
+fn loaded(options: Options, tables: u64, rows: u64) -> (Database, Vec<Table>, SimFileSystem) {
+    let stats = Arc::new(IoStats::default());
+    let sim = SimFileSystem::new(stats.clone());
+    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
+    let db = Database::create_with(fs, stats, Path::new(DIR), options).unwrap();
+    let ts: Vec<Table> = (0..tables)
+        .map(|i| db.create_table(&format!("t{i}")).unwrap())
+        .collect();
+    for k in 0..rows {
+        let mut tx = db.begin();
+        for t in &ts {
+            tx.upsert(t, &key_u64(k * 7919 % rows), &[7u8; 200])
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    (db, ts, sim)
+}
+
+/// Dirties pages all over every table, touching them in an order unlike
+/// their (file, block) order, so frame order is not block order.
+fn dirty_scattered(db: &Database, tables: &[Table], rows: u64) {
+    for i in 0..rows / 4 {
+        let mut tx = db.begin();
+        let t = &tables[(i * 5 % tables.len() as u64) as usize];
+        tx.upsert(t, &key_u64(i * 104_729 % rows), &[9u8; 200])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+}
+
+/// The (file id, block) of every data write the checkpointer made, in order.
+fn checkpoint_writes(sim: &SimFileSystem, page_size: u64) -> Vec<(u32, u64)> {
+    sim.trace()
+        .iter()
+        .filter(|op| op.op == TraceKind::Write && op.issuer == Some(Issuer::Checkpointer))
+        .filter(|op| op.file_kind == Some(FileKind::Data))
+        .map(|op| {
+            let name = op.path.file_name().unwrap().to_str().unwrap();
+            let (id, segment) = crate::file::segmented::parse_segment_name(name).unwrap();
+            assert_eq!(segment, 0, "one segment per file here");
+            (id, op.offset / page_size)
+        })
+        .collect()
+}
+
+fn sort_options(sort: bool) -> Options {
+    Options {
+        checkpoint_sort: sort,
+        buffer_pool_size: 4 << 20,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn a_sorted_checkpoint_writes_in_file_and_block_order() {
+    let mut orders = Vec::new();
+    for sort in [true, false] {
+        let (db, tables, sim) = loaded(sort_options(sort), 3, 3000);
+        db.checkpoint().unwrap();
+        dirty_scattered(&db, &tables, 3000);
+        sim.clear_trace();
+        let dirty_before = db.checkpoint_stats().pages_written;
+        db.checkpoint().unwrap();
+        let log = db.checkpoint_stats().log.last().unwrap().clone();
+        let writes = checkpoint_writes(&sim, db.settings().page_size as u64);
+        assert!(
+            log.pages_written >= 20,
+            "{sort}: {} pages",
+            log.pages_written
+        );
+        assert!(writes.len() >= 2 && dirty_before > 0);
+        let sorted = writes.windows(2).all(|w| w[0] < w[1]);
+        orders.push((sort, sorted, writes.len(), log.pages_written));
+    }
+    let (_, sorted_on, writes_on, pages_on) = orders[0];
+    let (_, sorted_off, writes_off, pages_off) = orders[1];
+    assert!(
+        sorted_on,
+        "checkpoint_sort = on wrote out of (file, block) order"
+    );
+    // The check can fail: unsorted, the same pages go in buffer order.
+    assert!(
+        !sorted_off,
+        "checkpoint_sort = off wrote in block order anyway"
+    );
+    // Sorted, runs of consecutive blocks go as one write.
+    assert_eq!(writes_off as u64, pages_off, "off writes one page per call");
+    assert!(writes_on as u64 <= pages_on);
+}
+
+/// A manual clock that notes, at each nap, how many data pages the
+/// checkpointer has written.
+struct NotingClock {
+    time: ManualClock,
+    stats: parking_lot::Mutex<Option<Arc<IoStats>>>,
+    naps: parking_lot::Mutex<Vec<(f64, u64)>>,
+}
+
+impl ClockSource for NotingClock {
+    fn now(&self) -> std::time::Duration {
+        self.time.now()
+    }
+    fn sleep(&self, d: std::time::Duration) {
+        self.time.sleep(d);
+        if let Some(stats) = &*self.stats.lock() {
+            let pages = stats.bytes_by(Issuer::Checkpointer, FileKind::Data, IoOp::Write);
+            self.naps
+                .lock()
+                .push((self.time.now().as_secs_f64(), pages / 8192));
+        }
+    }
+}
+
+#[test]
+fn a_spread_checkpoint_is_paced_over_the_target() {
+    let clock = Arc::new(NotingClock {
+        time: ManualClock::default(),
+        stats: Default::default(),
+        naps: Default::default(),
+    });
+    let options = Options {
+        clock: Clock::new(clock.clone()),
+        checkpoint_timeout: std::time::Duration::from_secs(300),
+        checkpoint_completion_target: 0.5,
+        ..sort_options(true)
+    };
+    let (db, tables, _sim) = loaded(options, 3, 3000);
+    db.checkpoint().unwrap();
+    // Checkpoints asked for run at full speed: no nap.
+    assert_eq!(clock.now(), std::time::Duration::ZERO);
+    dirty_scattered(&db, &tables, 3000);
+    *clock.stats.lock() = Some(db.io_stats().clone());
+    let before = db
+        .io_stats()
+        .bytes_by(Issuer::Checkpointer, FileKind::Data, IoOp::Write)
+        / 8192;
+    let log = db.checkpoint_spread().unwrap();
+    let pages = log.pages_written;
+    assert!(pages >= 50, "only {pages} pages to spread");
+    // Done when half of checkpoint_timeout has passed (within one nap).
+    assert!(
+        (149.0..=150.2).contains(&log.total_s),
+        "a spread checkpoint took {} s of 150",
+        log.total_s
+    );
+    // Paced all along: at each nap, the share of pages written is the
+    // share of the 150 s passed, within one batch of pages.
+    let naps = clock.naps.lock().clone();
+    assert!(naps.len() > 100, "{} naps", naps.len());
+    let units = (log.pages_marked + log.files_synced + 1) as f64;
+    for (t, written) in naps {
+        let share_time = t / 150.0;
+        let share_pages = (written - before) as f64 / units;
+        assert!(
+            (share_pages - share_time).abs() <= 64.0 / units + 0.01,
+            "at {t:.1} s, {share_pages:.3} of the pages were written"
+        );
+    }
+}
+
+#[test]
+fn checkpoints_are_counted_by_reason_with_a_line_each() {
+    let (clock, manual) = Clock::manual();
+    let options = Options {
+        clock,
+        checkpoint_timeout: std::time::Duration::from_secs(60),
+        ..sort_options(true)
+    };
+    let (db, tables, _sim) = loaded(options, 1, 500);
+    db.checkpoint().unwrap();
+    let stats = db.checkpoint_stats();
+    // The end of recovery at opening, then the one asked for.
+    assert_eq!((stats.timed, stats.requested), (0, 2));
+    assert_eq!(stats.log[0].reason, Reason::EndOfRecovery);
+    assert_eq!(stats.log[1].reason, Reason::Requested);
+    assert!(stats.log[1].pages_written > 0);
+    assert!(stats.log[1].distance > 0, "WAL was written between the two");
+    // Time passes on the engine's clock: the checkpointer starts a timed
+    // one (spread, and the manual clock makes its naps instant).
+    dirty_scattered(&db, &tables, 500);
+    manual.sleep(std::time::Duration::from_secs(61));
+    let mut waited = 0;
+    while db.checkpoint_stats().timed == 0 {
+        assert!(waited < 1000, "no timed checkpoint after 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        waited += 1;
+    }
+    let stats = db.checkpoint_stats();
+    let timed = stats
+        .log
+        .iter()
+        .find(|c| c.reason == Reason::Timed)
+        .unwrap();
+    assert!(timed.pages_written > 0);
+    assert_eq!(
+        stats.pages_written,
+        stats.log.iter().map(|c| c.pages_written).sum::<u64>()
+    );
+}
