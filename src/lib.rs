@@ -32,6 +32,7 @@ pub mod lab;
 pub mod lsn;
 pub mod page;
 pub mod recovery;
+pub mod rng;
 pub mod settings;
 pub mod stats;
 pub mod txn;

@@ -340,7 +340,7 @@ impl CrashTestOptions {
 pub fn iteration_seed(seed: u64, mode: TornPageProtection, iteration: u64) -> u64 {
     let mut x = seed ^ 0x5DEE_CE66_D1CE_4E5B;
     for v in [mode.code() as u64 + 1, iteration] {
-        x = crate::file::sim::SplitMix64::new(x ^ v.wrapping_mul(0x9E37_79B9_7F4A_7C15)).next_u64();
+        x = crate::rng::SplitMix64::new(x ^ v.wrapping_mul(0x9E37_79B9_7F4A_7C15)).next_u64();
     }
     x
 }

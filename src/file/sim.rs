@@ -44,7 +44,7 @@ mod crash;
 mod dirs;
 #[path = "sim_faults.rs"]
 mod faults;
-pub use crash::{CrashConfig, CrashReport, DamagedUnit, SimImage, SplitMix64, TornWrite};
+pub use crash::{CrashConfig, CrashReport, DamagedUnit, SimImage, TornWrite};
 use dirs::DirOp;
 use faults::trace_op;
 pub use faults::{FaultConfig, TraceKind, TraceOp};
