@@ -34,7 +34,6 @@ pub mod page;
 pub mod recovery;
 pub mod rng;
 pub mod settings;
-pub mod stats;
 pub mod txn;
 pub mod verify;
 pub mod wal;

@@ -17,8 +17,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 use undo_fs::UndoFs;
+use untorn::file::IoStats;
 use untorn::rng::SplitMix64;
-use untorn::stats::IoStats;
 use untorn::{key_u64, Database, Options, Table};
 
 const ACCOUNTS: u64 = 100;

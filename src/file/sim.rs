@@ -32,7 +32,7 @@
 
 use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::error::{Error, Result};
-use crate::stats::{IoOp, IoStats};
+use crate::file::{IoOp, IoStats};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -37,8 +37,8 @@
 
 use super::faults::{trace_op, TraceKind, TraceOp};
 use super::{apply_pending, write_into, Inode, Pending, SimFileSystem, State};
+use crate::file::IoStats;
 use crate::rng::SplitMix64;
-use crate::stats::IoStats;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
