@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use untorn::file::sim::SimFileSystem;
+use untorn::crashlab::sim::SimFileSystem;
 use untorn::file::{FileKind, FileSystem, Issuer};
 use untorn::settings::MB;
 use untorn::wal::{segment_path, RecordData, RecordKind, Wal, WalConfig};

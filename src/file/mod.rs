@@ -11,13 +11,13 @@
 //!   never report success over writes the kernel already dropped.
 //! - Implementations: [`posix::PosixFileSystem`] (libc pread/pwrite, so strace
 //!   and LD_PRELOAD recorders see every call). The crash laboratory's
-//!   simulated layer and the device model stand in behind the same traits.
+//!   simulated file system (`crashlab::sim`) and the benchmark laboratory's
+//!   device model stand in behind the same traits, outside this module.
 
 pub mod device;
 mod io_stats;
 pub mod posix;
 pub mod segmented;
-pub mod sim;
 
 use crate::error::Result;
 pub use io_stats::{IoOp, IoStats};

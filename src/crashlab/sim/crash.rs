@@ -1,7 +1,7 @@
 //! Power loss on [`SimFileSystem`]: the images a test restarts from, and
 //! the crash itself, which builds a new durable state from the pending
 //! operations and one seed and makes the live state equal to it. (The other
-//! fault switches and the trace are in sim_faults.rs.)
+//! fault switches and the trace are in faults.rs.)
 //!
 //! Crash rules (brief: correctness.md, "The fault model of the crash laboratory"):
 //! - Each pending write, independently, is kept whole, dropped or torn.
