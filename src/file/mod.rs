@@ -14,7 +14,6 @@
 //!   simulated file system (`crashlab::sim`) and the benchmark laboratory's
 //!   device model stand in behind the same traits, outside this module.
 
-pub mod device;
 mod io_stats;
 pub mod posix;
 pub mod segmented;

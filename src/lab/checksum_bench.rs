@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use super::fnv;
+use crate::checksum::{self, fnv};
 use crate::rng::SplitMix64;
 use crate::settings::ChecksumAlgorithm;
 
@@ -57,7 +57,7 @@ fn cases() -> Vec<Case> {
                 "fnv page_checksum (dispatched: {})",
                 fnv::selected_variant()
             ),
-            run: looped(|p, _| super::page_checksum(ChecksumAlgorithm::Fnv, p, BLOCK)),
+            run: looped(|p, _| checksum::page_checksum(ChecksumAlgorithm::Fnv, p, BLOCK)),
         },
         Case {
             name: "fnv portable".into(),
@@ -85,7 +85,7 @@ fn cases() -> Vec<Case> {
     }
     cases.push(Case {
         name: "crc32c page_checksum".into(),
-        run: looped(|p, _| super::page_checksum(ChecksumAlgorithm::Crc32c, p, BLOCK)),
+        run: looped(|p, _| checksum::page_checksum(ChecksumAlgorithm::Crc32c, p, BLOCK)),
     });
     cases.push(Case {
         name: "memcpy (copy of the page, aligned)".into(),
@@ -252,7 +252,7 @@ mod tests {
         assert!(cpu_name().contains("fnv:"));
     }
 
-    /// `cargo test --release --lib checksum::bench -- --ignored --nocapture`
+    /// `cargo test --release --lib checksum_bench -- --ignored --nocapture`
     #[test]
     #[ignore = "a measurement, not a test; prints the table"]
     fn print_bench_checksums() {
