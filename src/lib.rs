@@ -5,17 +5,28 @@
 //! laboratories that prove it keeps committed data and measure what it costs.
 //!
 //! The modules, bottom-up (see docs/ARCHITECTURE.md):
+//! - [`error`]: errors that name the file, page or LSN that failed;
+//! - [`lsn`]: log sequence numbers, byte positions in the WAL stream;
+//! - [`rng`]: the seeded generator of the laboratories and tests;
+//! - [`settings`]: every knob, default and range;
 //! - [`file`](mod@file): the file-layer traits every I/O call passes through, the POSIX
-//!   implementation and segmented data files;
+//!   implementation, segmented data files and the I/O counters;
 //! - [`checksum`]: page checksums (`fnv`, PostgreSQL-compatible; `crc32c`);
 //! - [`page`]: the page header, its layout and the checks made on every read;
 //! - [`wal`]: the write-ahead log: record and page formats, group commit,
 //!   the reader that finds the end of valid WAL;
 //! - [`control`]: the control file (sizes fixed at creation, last checkpoint);
+//! - [`checkpoint`]: the checkpoint record's payload;
+//! - [`fpi`]: full-page images, the free hole left out;
+//! - [`buffer`]: the buffer pool, its frames and the one write path;
+//! - [`btree`]: the B+tree: nodes, descents, structure changes;
+//! - [`txn`]: transactions: write sets, row locks, two-phase commit;
+//! - [`recovery`]: redo from the last checkpoint's redo point;
 //! - [`database`]: creating and opening a database directory;
+//! - [`db`]: the embedded database's API: open, tables, checkpoints, close;
 //! - [`verify`]: checking every page of every data file (like pg_checksums);
-//! - [`stats`]: I/O counters per issuer and file kind;
-//! - [`settings`]: every knob, default and range.
+//! - [`lab`]: the benchmark laboratory (`untorn bench`);
+//! - [`crashlab`]: the crash laboratory (`untorn crashtest`).
 
 pub mod btree;
 pub mod buffer;
