@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::file::FileSystem;
 use crate::options::Options;
 use crate::settings::CreationSettings;
-use crate::stats::IoStats;
+use crate::file::IoStats;
 use crate::txn::lock::LockManager;
 use crate::wal::Wal;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};

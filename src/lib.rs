@@ -5,17 +5,36 @@
 //! laboratories that prove it keeps committed data and measure what it costs.
 //!
 //! The modules, bottom-up (see docs/ARCHITECTURE.md):
+//! - [`error`]: errors that name the file, page or LSN that failed;
+//! - [`lsn`]: log sequence numbers, byte positions in the WAL stream;
+//! - [`rng`]: the seeded generator of the laboratories and tests;
+//! - [`clock`]: the clock the engine paces work by (manual in tests);
+//! - [`settings`]: every knob fixed at creation, default and range;
+//! - [`options`]: the settings of one opening (pool, checkpoints, commits);
 //! - [`file`](mod@file): the file-layer traits every I/O call passes through, the POSIX
-//!   implementation and segmented data files;
+//!   implementation, segmented data files and the I/O counters;
 //! - [`checksum`]: page checksums (`fnv`, PostgreSQL-compatible; `crc32c`);
 //! - [`page`]: the page header, its layout and the checks made on every read;
 //! - [`wal`]: the write-ahead log: record and page formats, group commit,
-//!   the reader that finds the end of valid WAL;
+//!   image compression, the reader that finds the end of valid WAL;
 //! - [`control`]: the control file (sizes fixed at creation, last checkpoint);
-//! - [`database`]: creating and opening a database directory;
+//! - [`buffer`]: the buffer pool, its frames and the one write path;
+//! - [`protect`]: torn-page protection: the image decision, full-page
+//!   images, double writes;
+//! - [`btree`]: the B+tree: nodes, descents, structure changes;
+//! - [`table`]: tables by name and file, the key encoding;
+//! - `engine`: the state an open database shares with its transactions
+//!   and background threads;
+//! - [`txn`]: transactions: write sets, row locks, two-phase commit;
+//! - [`checkpoint`]: the checkpointer: redo point, spread and sorted
+//!   writes, its record, its background thread;
+//! - [`recovery`]: redo from the last checkpoint's redo point;
+//! - [`db`]: the embedded database's API: open (the startup sequence),
+//!   the catalog, checkpoints, statistics, close;
 //! - [`verify`]: checking every page of every data file (like pg_checksums);
-//! - [`stats`]: I/O counters per issuer and file kind;
-//! - [`settings`]: every knob, default and range.
+//! - [`lab`]: the benchmark laboratory (`untorn bench`);
+//! - [`crashlab`]: the crash laboratory (`untorn crashtest`) and its
+//!   simulated file system.
 
 pub mod btree;
 pub mod buffer;
@@ -34,8 +53,8 @@ pub mod options;
 pub mod page;
 pub mod protect;
 pub mod recovery;
+pub mod rng;
 pub mod settings;
-pub mod stats;
 pub mod table;
 pub mod txn;
 pub mod verify;

@@ -2,6 +2,7 @@
 //! sum of balances never changes, no update is lost, deadlocks are retried.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use untorn::rng::SplitMix64;
 use untorn::{key_u64, Database, Options, Table};
 
 const ACCOUNTS: u64 = 200;
@@ -17,14 +18,16 @@ fn balance(db_tx: &mut untorn::Transaction<'_>, t: &Table, k: u64) -> untorn::Re
 
 /// One transfer plus an increment of a hot counter; Ok(false) on a
 /// deadlock (the caller retries).
-fn transfer(db: &Database, acc: &Table, counters: &Table, seed: &mut u64) -> untorn::Result<bool> {
-    *seed = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let from = (*seed >> 33) % ACCOUNTS;
-    let to = (from + 1 + (*seed >> 13) % (ACCOUNTS - 1)) % ACCOUNTS;
-    let amount = ((*seed >> 40) % 100) as i64;
-    let counter = (*seed >> 20) % HOT_COUNTERS;
+fn transfer(
+    db: &Database,
+    acc: &Table,
+    counters: &Table,
+    rng: &mut SplitMix64,
+) -> untorn::Result<bool> {
+    let from = rng.below(ACCOUNTS);
+    let to = (from + 1 + rng.below(ACCOUNTS - 1)) % ACCOUNTS;
+    let amount = rng.below(100) as i64;
+    let counter = rng.below(HOT_COUNTERS);
     let mut tx = db.begin();
     let result = (|| -> untorn::Result<()> {
         let a = balance(&mut tx, acc, from)?;
@@ -82,10 +85,10 @@ fn concurrent_transfers_keep_the_sum_and_lose_no_update() {
             let (db, acc, counters, commits, deadlocks) =
                 (&db, &acc, &counters, &commits, &deadlocks);
             s.spawn(move || {
-                let mut seed = t * 7919 + 1;
+                let mut rng = SplitMix64::new(t * 7919 + 1);
                 let mut done = 0;
                 while done < 400 {
-                    if transfer(db, acc, counters, &mut seed).unwrap() {
+                    if transfer(db, acc, counters, &mut rng).unwrap() {
                         done += 1;
                         commits.fetch_add(1, Relaxed);
                     } else {
@@ -146,13 +149,10 @@ fn transfers_survive_concurrent_checkpoints_and_evictions() {
         let workers: Vec<_> = (0..8u64)
             .map(|t| {
                 s.spawn(move || {
-                    let mut seed = t * 104_729 + 7;
+                    let mut rng = SplitMix64::new(t * 104_729 + 7);
                     let mut committed = 0;
                     while committed < 300 {
-                        seed = seed
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407);
-                        let (from, to) = ((seed >> 33) % N, (seed >> 13) % N);
+                        let (from, to) = (rng.below(N), rng.below(N));
                         if from == to {
                             continue;
                         }

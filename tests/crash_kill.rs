@@ -17,7 +17,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 use undo_fs::UndoFs;
-use untorn::stats::IoStats;
+use untorn::file::IoStats;
+use untorn::rng::SplitMix64;
 use untorn::{key_u64, Database, Options, Table};
 
 const ACCOUNTS: u64 = 100;
@@ -59,15 +60,13 @@ fn crash_child_entry() {
         for t in 0..THREADS {
             let (db, acc, ledger, out) = (&db, &acc, &ledger, &out);
             s.spawn(move || {
-                let mut seed = start_seq * 31 + t + 1;
+                let mut rng = SplitMix64::new(start_seq * 31 + t + 1);
                 let mut seq = start_seq;
                 loop {
-                    seed = seed
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    let from = (seed >> 33) % ACCOUNTS;
-                    let to = (from + 1 + (seed >> 17) % (ACCOUNTS - 1)) % ACCOUNTS;
-                    let amount = ((seed >> 45) % 500) as i64;
+                    let from = rng.below(ACCOUNTS);
+                    let to = (from + 1 + rng.below(ACCOUNTS - 1)) % ACCOUNTS;
+                    let amount = rng.below(500) as i64;
+                    let pad = rng.below(64) as usize;
                     let mut tx = db.begin();
                     let r = (|| -> untorn::Result<()> {
                         let a = num(&tx.get_for_update(acc, &key_u64(from))?.unwrap());
@@ -78,7 +77,7 @@ fn crash_child_entry() {
                         row.extend_from_slice(&from.to_le_bytes());
                         row.extend_from_slice(&to.to_le_bytes());
                         row.extend_from_slice(&amount.to_le_bytes());
-                        row.resize(24 + (seed % 64) as usize, b'p');
+                        row.resize(24 + pad, b'p');
                         tx.insert(ledger, &ledger_key(t, seq), &row)?;
                         Ok(())
                     })();
@@ -191,13 +190,10 @@ fn sigkill_never_loses_an_acknowledged_commit() {
         db.close().unwrap();
     }
     let mut acked = BTreeSet::new();
-    let mut rng = seed | 1;
+    let mut rng = SplitMix64::new(seed);
     let mut next_seq = 0u64;
     for round in 0..rounds {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let kill_after = Duration::from_millis(30 + rng % 400);
+        let kill_after = Duration::from_millis(30 + rng.below(400));
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -244,11 +240,12 @@ fn sigkill_never_loses_an_acknowledged_commit() {
             + 1_000_000;
         acked.extend(got);
         let mut power = String::new();
-        if rng % 2 == 1 {
+        if rng.chance(0.5) {
             // The restart works on what the dead child left in the page
             // cache; the power fails after `cut` of its calls.
             // Often early, while it makes the dead child's writes durable.
-            let cut = (rng >> 8) % [30, 400][(rng >> 20) as usize % 2];
+            let reach = [30, 400][rng.below(2) as usize];
+            let cut = rng.below(reach);
             let restart = open_journaled(&path, &journal, Some(cut));
             drop(restart);
             let undone = undo_fs::power_loss(&journal);

@@ -12,8 +12,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tempfile::TempDir;
+use untorn::crashlab::sim::SimFileSystem;
 use untorn::file::posix::PosixFileSystem;
-use untorn::file::sim::SimFileSystem;
 use untorn::file::{FileSystem, Issuer};
 use untorn::settings::MB;
 use untorn::wal::format::{RecordHeader, PH_CONT_REMAINING, PH_EPOCH, PH_FLAGS, RECORD_HEADER_LEN};
@@ -513,7 +513,7 @@ const SIM_WAL: &str = "/sim/wal";
 /// A WAL of Noop records (as [`build`]) on the simulated file system, whose
 /// sectors can be made to fail reads.
 fn sim_wal(sizes: &[usize]) -> (SimFileSystem, Arc<dyn FileSystem>, Vec<(Lsn, Lsn)>) {
-    let sim = SimFileSystem::new(Arc::new(untorn::stats::IoStats::default()));
+    let sim = SimFileSystem::new(Arc::new(untorn::file::IoStats::default()));
     let dir = Path::new(SIM_WAL);
     sim.create_dir_all(dir).unwrap();
     let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());

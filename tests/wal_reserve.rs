@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use untorn::file::sim::SimFileSystem;
+use untorn::crashlab::sim::SimFileSystem;
 use untorn::file::{FileKind, FileSystem, Issuer};
 use untorn::settings::MB;
 use untorn::wal::{segment_path, RecordData, RecordKind, Wal, WalConfig};
@@ -20,7 +20,7 @@ fn cfg() -> WalConfig {
 
 #[test]
 fn a_reservation_creates_the_segments_its_record_and_flush_need() {
-    let sim = SimFileSystem::new(Arc::new(untorn::stats::IoStats::default()));
+    let sim = SimFileSystem::new(Arc::new(untorn::file::IoStats::default()));
     let dir = Path::new("/sim/wal");
     sim.create_dir_all(dir).unwrap();
     let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());

@@ -18,9 +18,9 @@ fn the_redo_point_never_moves_back() {
 }
 
 use crate::clock::{Clock, ClockSource, ManualClock};
-use crate::file::sim::{SimFileSystem, TraceKind};
+use crate::crashlab::sim::{SimFileSystem, TraceKind};
 use crate::file::{FileKind, FileSystem, Issuer};
-use crate::stats::{IoOp, IoStats};
+use crate::file::{IoOp, IoStats};
 use crate::{key_u64, Database, Options, Table};
 use std::path::Path;
 use std::sync::Arc;

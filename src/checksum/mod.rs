@@ -13,7 +13,6 @@
 //!   exhaustively); `fnv`'s 16-bit result lets about one single-bit flip in 65535 through
 //!   (measured exhaustively on 8 KB pages; see `single_bit_flips_fnv`).
 
-pub mod bench;
 pub mod crc;
 pub mod fnv;
 

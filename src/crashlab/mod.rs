@@ -1,10 +1,10 @@
-//! The crash laboratory: the real engine on the simulated file layer
-//! ([`crate::file::sim`]), crashed thousands of times, each time checked by
-//! an oracle that knows every commit it was told about.
+//! The crash laboratory: the real engine on a simulated file system
+//! ([`sim`], behind the engine's file traits), crashed thousands of times,
+//! each time checked by an oracle that knows every commit it was told about.
 //!
 //! One *iteration* (deterministic from the seed, the mode and its number):
 //! 1. a copy of a loaded database (created once per mode, kept as a
-//!    [`SimImage`](crate::file::sim::SimImage)) is opened on a fresh
+//!    [`SimImage`](sim::SimImage)) is opened on a fresh
 //!    simulated file system;
 //! 2. a workload ([`workload`]: bank transfers with a constant total,
 //!    inserts, updates and deletes of rows whose bytes check themselves)
@@ -33,6 +33,7 @@ pub mod faults;
 pub mod oracle;
 pub mod report;
 pub mod run;
+pub mod sim;
 pub mod tripwire;
 pub mod workload;
 
@@ -340,7 +341,7 @@ impl CrashTestOptions {
 pub fn iteration_seed(seed: u64, mode: TornPageProtection, iteration: u64) -> u64 {
     let mut x = seed ^ 0x5DEE_CE66_D1CE_4E5B;
     for v in [mode.code() as u64 + 1, iteration] {
-        x = crate::file::sim::SplitMix64::new(x ^ v.wrapping_mul(0x9E37_79B9_7F4A_7C15)).next_u64();
+        x = crate::rng::SplitMix64::new(x ^ v.wrapping_mul(0x9E37_79B9_7F4A_7C15)).next_u64();
     }
     x
 }

@@ -23,7 +23,7 @@
 //!   that no commit wrote: garbage, an unknown key, a version newer than any
 //!   commit, part of a commit in flight).
 
-use crate::file::sim::SplitMix64;
+use crate::rng::SplitMix64;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The two tables of the workload.

@@ -5,15 +5,16 @@
 use super::faults::{self, Extra};
 use super::oracle::Oracle;
 use super::report::{CrashTestReport, Failure, ModeReport, Progress};
+use super::sim::{CrashConfig, SimFileSystem, SimImage};
 use super::tripwire::TripwireFs;
 use super::workload::{self, observe, Stop, Tables};
 use super::{iteration_seed, CrashTestOptions, Fault};
 use crate::db::{Database, Options};
 use crate::error::{Error, Result};
-use crate::file::sim::{CrashConfig, SimFileSystem, SimImage, SplitMix64};
 use crate::file::FileSystem;
+use crate::file::IoStats;
+use crate::rng::SplitMix64;
 use crate::settings::{ChecksumAlgorithm, TornPageProtection};
-use crate::stats::IoStats;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;

@@ -10,8 +10,8 @@
 //!
 //! Everything else passes straight through to the [`SimFileSystem`].
 
+use super::sim::SimFileSystem;
 use crate::error::Result;
-use crate::file::sim::SimFileSystem;
 use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use parking_lot::Mutex;
 use std::collections::HashMap;

@@ -13,7 +13,7 @@ use super::oracle::{
 };
 use crate::db::{key_u64, Database, Table};
 use crate::error::{Error, Result};
-use crate::file::sim::SplitMix64;
+use crate::rng::SplitMix64;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::file::posix::PosixFileSystem;
 use crate::file::{FileSystem, Issuer};
 use crate::recovery::RecoveryReport;
-use crate::stats::IoStats;
+use crate::file::IoStats;
 use crate::txn::Transaction;
 use crate::Lsn;
 use std::path::Path;

@@ -31,7 +31,7 @@ use crate::error::Result;
 use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};
 use crate::options::Options;
 use crate::recovery;
-use crate::stats::IoStats;
+use crate::file::IoStats;
 use crate::table::CATALOG_FILE_ID;
 use crate::wal::Wal;
 use directory::{wal_config, DATA_DIR, WAL_DIR};

@@ -3,7 +3,7 @@
 //!
 //! Rules:
 //! - Each call names who issues it ([`Issuer`]); each file knows its
-//!   [`FileKind`]. The I/O statistics ([`crate::stats::IoStats`]) are kept
+//!   [`FileKind`]. The I/O statistics ([`IoStats`], io_stats.rs) are kept
 //!   per (issuer, kind).
 //! - A failed fsync is fatal. The implementation returns
 //!   [`Error::FsyncFailed`](crate::Error::FsyncFailed) and from then on
@@ -11,14 +11,15 @@
 //!   never report success over writes the kernel already dropped.
 //! - Implementations: [`posix::PosixFileSystem`] (libc pread/pwrite, so strace
 //!   and LD_PRELOAD recorders see every call). The crash laboratory's
-//!   simulated layer and the device model stand in behind the same traits.
+//!   simulated file system (`crashlab::sim`) and the benchmark laboratory's
+//!   device model stand in behind the same traits, outside this module.
 
-pub mod device;
+mod io_stats;
 pub mod posix;
 pub mod segmented;
-pub mod sim;
 
 use crate::error::Result;
+pub use io_stats::{IoOp, IoStats};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

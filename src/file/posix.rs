@@ -3,7 +3,7 @@
 
 use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::error::{Error, Result};
-use crate::stats::{IoOp, IoStats};
+use crate::file::{IoOp, IoStats};
 use parking_lot::Mutex;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;

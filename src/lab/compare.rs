@@ -3,15 +3,15 @@
 //! interleaved (A, B, C, A, B, C) so that noise on a shared machine hits
 //! every configuration alike.
 
+use super::device::{DeviceFileSystem, DeviceProfile};
 use super::result::{ConfigResult, Run};
 use super::runner::{fresh_database_with, run_once, RunSpec};
 use super::workload::{by_name, Scale};
 use crate::error::Result;
-use crate::file::device::{DeviceFileSystem, DeviceProfile};
 use crate::file::posix::PosixFileSystem;
 use crate::file::FileSystem;
+use crate::file::IoStats;
 use crate::settings::{ChecksumAlgorithm, RequestedCreationSettings, TornPageProtection};
-use crate::stats::IoStats;
 use crate::{Database, Options};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

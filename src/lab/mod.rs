@@ -4,10 +4,18 @@
 //!
 //! - [`result`]: what a run measures (the JSON, CSV and report shape);
 //! - [`workload`]: pgbench's TPC-B-like transaction and sysbench's OLTP set;
+//! - [`device`]: device models, a file layer that adds modelled latency to
+//!   the real one (`--device`);
 //! - [`runner`]: clients, warm-up, per-second sampling, interleaved repeats;
-//! - [`report`]: tables in the seeds' shape, CSV, plots and the HTML report.
+//! - [`compare`]: every combination of settings on its own copy of the data;
+//! - [`report`], [`plot`]: tables in the seeds' shape, CSV, plots and the
+//!   HTML report;
+//! - [`checksum_bench`]: single-core throughput of the page checksums
+//!   (`untorn bench-checksums`).
 
+pub mod checksum_bench;
 pub mod compare;
+pub mod device;
 pub mod plot;
 pub mod report;
 pub mod result;

@@ -16,9 +16,9 @@
 use crate::db::{Database, Options};
 use crate::error::{Error, Result};
 use crate::file::{FileKind, FileSystem};
+use crate::file::{IoOp, IoStats};
 use crate::lab::result::{LatencyMs, Run, Sample};
 use crate::lab::workload::{Outcome, Rng, Tables, Workload};
-use crate::stats::{IoOp, IoStats};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use std::path::Path;

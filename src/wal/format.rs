@@ -2,7 +2,7 @@
 //! that maps an LSN to a segment, a page and an offset.
 //!
 //! Every offset and size here is a named constant checked at compile time;
-//! docs/FORMAT-wal.md describes the same bytes in tables. All integers are
+//! docs/FORMAT.md describes the same bytes in tables. All integers are
 //! little-endian. Decoding never panics: it takes any byte slice and returns
 //! `None` when the slice is too short; the reader decides what the values
 //! mean.

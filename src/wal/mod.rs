@@ -1,6 +1,6 @@
 //! The write-ahead log: record and page formats, group commit, segment
 //! files, and the reader that finds the end of valid WAL.
-//! docs/FORMAT-wal.md describes every byte.
+//! docs/FORMAT.md describes every byte.
 //!
 //! Rules:
 //! - An LSN is a byte position in the WAL stream, page headers included.

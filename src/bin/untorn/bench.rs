@@ -124,7 +124,7 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
             ))
         }
     };
-    untorn::file::device::DeviceProfile::by_name(&a.device)?;
+    untorn::lab::device::DeviceProfile::by_name(&a.device)?;
     let protections: Vec<TornPageProtection> = if a.protection.is_empty() {
         vec![TornPageProtection::FullPages, TornPageProtection::Off]
     } else {
@@ -259,7 +259,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
     let machine = format!(
         "{} ({} CPUs)",
-        untorn::checksum::bench::cpu_name(),
+        untorn::lab::checksum_bench::cpu_name(),
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
@@ -282,12 +282,12 @@ pub fn checksums(page_size: usize, seconds: f64) -> untorn::Result<ExitCode> {
             detail: format!("{page_size} is not one of 4096, 8192, 16384, 32768"),
         });
     }
-    println!("CPU: {}", untorn::checksum::bench::cpu_name());
+    println!("CPU: {}", untorn::lab::checksum_bench::cpu_name());
     println!("page size {page_size} bytes, one core, median of interleaved rounds");
     let mut grid = Grid::new();
     grid.load_preset(UTF8_FULL_CONDENSED)
         .set_header(vec!["case", "GB/s per core", "ns per page"]);
-    for row in untorn::checksum::bench::run(page_size, seconds) {
+    for row in untorn::lab::checksum_bench::run(page_size, seconds) {
         grid.add_row(vec![
             row.name,
             format!("{:.1}", row.gb_per_s),

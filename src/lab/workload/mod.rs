@@ -17,7 +17,7 @@ pub mod tpcb;
 
 use crate::db::{Database, Table};
 use crate::error::{Error, Result};
-use crate::file::sim::SplitMix64;
+use crate::rng::SplitMix64;
 use std::sync::atomic::AtomicU64;
 
 /// Sizes of the loaded data.
@@ -191,7 +191,7 @@ pub(crate) fn read_i64(row: &[u8], at: usize, table: &Table) -> Result<i64> {
         })
 }
 
-/// A small, fast generator (the crash laboratory's splitmix64), one per
+/// A small, fast generator (the crate's [`SplitMix64`]), one per
 /// client: good enough spread for picking rows, and no shared state. Its
 /// `below` is multiply-shift (unbiased enough, no division).
 #[derive(Clone, Debug)]

@@ -1,5 +1,5 @@
 //! A file system in memory that loses power on command: the crash
-//! laboratory's stand-in for [`super::posix::PosixFileSystem`], after
+//! laboratory's stand-in for [`PosixFileSystem`](crate::file::posix::PosixFileSystem), after
 //! SQLite's crash VFS (src/test6.c) and TigerBeetle's simulated storage.
 //!
 //! The model (brief: correctness.md, "The fault model of the crash laboratory"):
@@ -9,7 +9,7 @@
 //!   file's pending list. `sync_all` and `sync_data` apply the list to the
 //!   durable image; both make the size durable too, as fdatasync does on
 //!   Linux after an append. `writeback_hint` makes nothing durable.
-//! - Names (sim_dirs.rs): a live namespace (what `open`, `exists` and
+//! - Names (dirs.rs): a live namespace (what `open`, `exists` and
 //!   `list_dir` see) and a durable one. A creation, `rename` or `remove`
 //!   changes the live namespace at once and is queued in the directory of
 //!   the (new) name; `sync_dir` applies that directory's queue to the
@@ -17,11 +17,11 @@
 //!   destination directory only.
 //!   Directories are durable as soon as they are created: a simplification,
 //!   as the engine creates its directories once, before anything else.
-//! - [`SimFileSystem::crash`] (sim_crash.rs) builds a new durable state from
+//! - [`SimFileSystem::crash`] (crash.rs) builds a new durable state from
 //!   the pending operations and one seed, then makes the live state equal to
 //!   it. Handles opened before a crash fail with ESTALE from then on, so a
 //!   `Database` dropped after the crash cannot write into the surviving image.
-//! - Faults ([`FaultConfig`], sim_faults.rs) are switches that may be set at any time.
+//! - Faults ([`FaultConfig`], faults.rs) are switches that may be set at any time.
 //!   Unlike the POSIX layer the simulation never poisons itself after a
 //!   failed fsync: stopping is the engine's job, and the laboratory checks it.
 //! - Every call is counted and, unless turned off, appended to a trace
@@ -30,27 +30,23 @@
 //! Invariant: a file with an empty pending list that is not `diverged`
 //! (no failed fsync or lost write since the last crash) has live == durable.
 
-use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::error::{Error, Result};
-use crate::stats::{IoOp, IoStats};
+use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
+use crate::file::{IoOp, IoStats};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-#[path = "sim_crash.rs"]
 mod crash;
-#[path = "sim_dirs.rs"]
 mod dirs;
-#[path = "sim_faults.rs"]
 mod faults;
-pub use crash::{CrashConfig, CrashReport, DamagedUnit, SimImage, SplitMix64, TornWrite};
+pub use crash::{CrashConfig, CrashReport, DamagedUnit, SimImage, TornWrite};
 use dirs::DirOp;
 use faults::trace_op;
 pub use faults::{FaultConfig, TraceKind, TraceOp};
 
 #[cfg(test)]
-#[path = "sim_tests/mod.rs"]
 mod tests;
 
 /// Largest file the simulation accepts (files live in memory): 16 GiB.

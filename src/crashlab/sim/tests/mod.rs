@@ -3,6 +3,7 @@
 //! crashes the modules share.
 
 use super::*;
+use crate::rng::SplitMix64;
 use std::ops::Range;
 
 /// POSIX calls on a file system that does not crash.

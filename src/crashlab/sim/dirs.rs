@@ -1,6 +1,6 @@
 //! The names of [`SimFileSystem`](super::SimFileSystem): the live and
 //! durable namespaces, the per-directory queues of operations between them
-//! that `sync_dir` applies (and a crash applies in part, sim_crash.rs), and
+//! that `sync_dir` applies (and a crash applies in part, crash.rs), and
 //! the inode lifetime that names decide.
 
 use super::{os_error, Inode, State};

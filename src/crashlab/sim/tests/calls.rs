@@ -1,5 +1,5 @@
 use super::*;
-use crate::stats::IoOp;
+use crate::file::IoOp;
 
 #[test]
 fn reads_writes_sizes_and_stats() {

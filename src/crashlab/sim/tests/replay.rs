@@ -37,26 +37,6 @@ fn the_same_seed_gives_the_same_image() {
 }
 
 #[test]
-fn the_generator_never_changes() {
-    // SplitMix64's published stream from seed 0: crash images replay from
-    // their seeds whatever the rand crate does.
-    let mut rng = SplitMix64::new(0);
-    let first: Vec<u64> = (0..3).map(|_| rng.next_u64()).collect();
-    assert_eq!(
-        first,
-        [
-            0xE220_A839_7B1D_CDAF,
-            0x6E78_9E6A_A1B9_65F4,
-            0x06C4_5D18_8009_454F
-        ]
-    );
-    let mut rng = SplitMix64::new(42);
-    assert!((0..1000)
-        .map(|_| rng.next_f64())
-        .all(|x| (0.0..1.0).contains(&x)));
-}
-
-#[test]
 fn the_trace_records_every_call_and_saves_as_json() {
     let fs = new_fs();
     let (path, f) = durable_file(&fs, "a", b"abc");

@@ -12,8 +12,8 @@
 //! sleeping in the calling thread. Reads are not slowed: the buffer pool and
 //! the OS cache serve them in these benchmarks.
 
-use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::error::{Error, Result};
+use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Power loss on [`SimFileSystem`]: the images a test restarts from, and
 //! the crash itself, which builds a new durable state from the pending
 //! operations and one seed and makes the live state equal to it. (The other
-//! fault switches and the trace are in sim_faults.rs.)
+//! fault switches and the trace are in faults.rs.)
 //!
 //! Crash rules (brief: correctness.md, "The fault model of the crash laboratory"):
 //! - Each pending write, independently, is kept whole, dropped or torn.
@@ -37,7 +37,8 @@
 
 use super::faults::{trace_op, TraceKind, TraceOp};
 use super::{apply_pending, write_into, Inode, Pending, SimFileSystem, State};
-use crate::stats::IoStats;
+use crate::file::IoStats;
+use crate::rng::SplitMix64;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -57,41 +58,6 @@ impl std::fmt::Debug for SimImage {
             .field("file_sizes", &sizes)
             .field("dirs", &self.dirs)
             .finish()
-    }
-}
-
-/// A small seeded generator (Steele, Lea and Flood's SplitMix64): the crash
-/// images must not change when a dependency is upgraded.
-#[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// True with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        self.next_f64() < p
-    }
-
-    /// Uniform in [0, n); `n` > 0.
-    pub fn below(&mut self, n: u64) -> u64 {
-        assert!(n > 0);
-        self.next_u64() % n
     }
 }
 

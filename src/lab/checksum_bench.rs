@@ -9,7 +9,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use super::fnv;
+use crate::checksum::{self, fnv};
+use crate::rng::SplitMix64;
 use crate::settings::ChecksumAlgorithm;
 
 /// One measured case.
@@ -56,7 +57,7 @@ fn cases() -> Vec<Case> {
                 "fnv page_checksum (dispatched: {})",
                 fnv::selected_variant()
             ),
-            run: looped(|p, _| super::page_checksum(ChecksumAlgorithm::Fnv, p, BLOCK)),
+            run: looped(|p, _| checksum::page_checksum(ChecksumAlgorithm::Fnv, p, BLOCK)),
         },
         Case {
             name: "fnv portable".into(),
@@ -84,7 +85,7 @@ fn cases() -> Vec<Case> {
     }
     cases.push(Case {
         name: "crc32c page_checksum".into(),
-        run: looped(|p, _| super::page_checksum(ChecksumAlgorithm::Crc32c, p, BLOCK)),
+        run: looped(|p, _| checksum::page_checksum(ChecksumAlgorithm::Crc32c, p, BLOCK)),
     });
     cases.push(Case {
         name: "memcpy (copy of the page, aligned)".into(),
@@ -132,12 +133,9 @@ fn measure(page_size: usize, seconds_per_case: f64) -> Vec<BenchRow> {
     let dst = aligned(&mut dst_buf, page_size);
     // A fixed pseudo-random page: the checksums' cost does not depend on the content,
     // but an all-zero page could let the copy take a shortcut.
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = SplitMix64::new(0x9E37_79B9_7F4A_7C15);
     for b in page.iter_mut() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
+        *b = rng.next_u64() as u8;
     }
     let page: &[u8] = page;
     let slice = Duration::from_secs_f64(seconds_per_case / ROUNDS as f64);
@@ -254,7 +252,7 @@ mod tests {
         assert!(cpu_name().contains("fnv:"));
     }
 
-    /// `cargo test --release --lib checksum::bench -- --ignored --nocapture`
+    /// `cargo test --release --lib checksum_bench -- --ignored --nocapture`
     #[test]
     #[ignore = "a measurement, not a test; prints the table"]
     fn print_bench_checksums() {
