@@ -75,6 +75,9 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
         assert_eq!(r["settings"]["torn_page_protection"], r["protection"]);
     }
     assert!(report.join("index.html").exists());
+    // Without --keep the databases are removed.
+    let left: Vec<_> = std::fs::read_dir(&dbs).unwrap().collect();
+    assert!(left.is_empty(), "databases left in --dir: {left:?}");
 }
 
 #[test]

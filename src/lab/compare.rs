@@ -104,9 +104,38 @@ pub struct BenchPlan {
     pub scale: Scale,
     pub spec: RunSpec,
     pub repeats: usize,
-    /// Where the databases go (one subdirectory per configuration).
+    /// Where the databases go (one subdirectory per workload and
+    /// configuration, [`BenchPlan::db_dir`]).
     pub dir: PathBuf,
     pub seed: u64,
+    /// Leave the databases in `dir` after the runs (closed cleanly), for
+    /// `untorn check`; otherwise each is removed once checked.
+    pub keep: bool,
+}
+
+impl BenchPlan {
+    /// The database of `workload` on configuration `config`: named by
+    /// the settings that tell the configurations apart
+    /// (`tpcb-full_pages-crc32c-page8KB-wal8KB`), plus the configuration's
+    /// number when two share them.
+    pub fn db_dir(&self, workload: &str, config: usize) -> PathBuf {
+        let label = |c: &BenchConfig| {
+            format!(
+                "{workload}-{}-{}-page{}KB-wal{}KB",
+                c.protection,
+                c.data_checksums,
+                c.page_size / 1024,
+                c.wal_block_size / 1024
+            )
+        };
+        let name = label(&self.configs[config]);
+        let shared = self.configs.iter().filter(|c| label(c) == name).count() > 1;
+        self.dir.join(if shared {
+            format!("{name}-{config}")
+        } else {
+            name
+        })
+    }
 }
 
 /// What the progress callback is told.
@@ -164,7 +193,7 @@ pub fn run_plan(
                 workload: name,
                 config: i,
             });
-            let dir = plan.dir.join(format!("{name}-{i}"));
+            let dir = plan.db_dir(name, i);
             dbs.push((dir.clone(), open_fresh(&dir, config, workload.as_ref())?));
         }
         let mut results: Vec<ConfigResult> = plan
@@ -194,7 +223,9 @@ pub fn run_plan(
         for (dir, db) in dbs {
             workload.check(&db)?;
             db.close()?;
-            std::fs::remove_dir_all(&dir).map_err(|e| crate::Error::io(&dir, "remove", e))?;
+            if !plan.keep {
+                std::fs::remove_dir_all(&dir).map_err(|e| crate::Error::io(&dir, "remove", e))?;
+            }
         }
         for r in &mut results {
             r.summarize();

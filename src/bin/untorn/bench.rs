@@ -76,9 +76,14 @@ pub struct BenchArgs {
     /// Interleaved repeats of every configuration.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
-    /// Where the databases go [default: a temporary directory].
+    /// Where the databases go, one subdirectory per workload and
+    /// configuration [default: a temporary directory].
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Leave the databases in --dir after the runs (closed cleanly), for
+    /// `untorn check`; without it each is removed once checked.
+    #[arg(long, requires = "dir")]
+    keep: bool,
     /// Write the results as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -212,6 +217,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         repeats: a.repeat,
         dir,
         seed: a.seed,
+        keep: a.keep,
     };
     let total = (plan.workloads.len() * configs.len() * a.repeat) as u64;
     let bar = ProgressBar::new(total);
@@ -272,6 +278,14 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         &machine,
     )?;
     println!("Report: {}", index.display());
+    if plan.keep {
+        println!("Databases kept (check one with `untorn check DIR`):");
+        for w in &plan.workloads {
+            for i in 0..configs.len() {
+                println!("  {}", plan.db_dir(w, i).display());
+            }
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

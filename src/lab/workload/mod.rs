@@ -12,6 +12,7 @@
 //! - Each client has its own [`Rng`]: no shared state on the hot path.
 //! - Table handles are opened once per run ([`Workload::tables`]).
 
+pub mod check;
 pub mod sysbench;
 pub mod tpcb;
 

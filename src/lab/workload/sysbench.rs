@@ -19,11 +19,14 @@
 //! - write_only: read_write's last four; update_index: one update of k;
 //!   update_non_index: one update of c.
 
-use super::{in_transaction, scan_all, Outcome, Rng, Scale, Tables, Workload};
+use super::{in_transaction, Outcome, Rng, Scale, Tables, Workload};
 use crate::db::{key_u64, Database, Table};
 use crate::error::{Error, Result};
 use crate::Transaction;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+mod check;
+pub use check::{check, check_tables};
 
 const K_LEN: usize = 4;
 const C_LEN: usize = 120;
@@ -87,6 +90,15 @@ pub fn table_name(n: usize) -> String {
 }
 pub fn index_name(n: usize) -> String {
     format!("sbtest{n}_k_1")
+}
+
+/// `n` when `name` is table `sbtest{n}` (not its index).
+pub fn table_number(name: &str) -> Option<usize> {
+    let digits = name.strip_prefix("sbtest")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|&n| n >= 1)
 }
 
 /// The index key of row `id` with `k`: ordered by k, then id.
@@ -426,44 +438,6 @@ impl Workload for Sysbench {
     /// Every table has `table_size` rows, and its index holds exactly one
     /// entry (k, id) per row.
     fn check(&self, db: &Database) -> Result<()> {
-        for n in 1..=self.tables {
-            let rows = db.table(&table_name(n))?;
-            let index = db.table(&index_name(n))?;
-            let mut expected: Vec<[u8; 12]> = Vec::with_capacity(self.table_size as usize);
-            let count = scan_all(db, &rows, |k, v| {
-                let id = u64::from_be_bytes(k.try_into().map_err(|_| {
-                    Error::Invalid(format!("key {k:?} in {:?} is not a u64", rows.name))
-                })?);
-                expected.push(index_key(row_k(v, &rows)?, id));
-                Ok(())
-            })?;
-            if count != self.table_size {
-                return Err(Error::Invalid(format!(
-                    "{:?} has {count} rows, not {}",
-                    rows.name, self.table_size
-                )));
-            }
-            expected.sort_unstable();
-            let mut at = 0usize;
-            scan_all(db, &index, |k, _| {
-                let want = expected.get(at);
-                if want.map(|w| &w[..]) != Some(k) {
-                    return Err(Error::Invalid(format!(
-                        "index {:?} entry {at} is {k:?} but the rows' k column gives {want:?}",
-                        index.name
-                    )));
-                }
-                at += 1;
-                Ok(())
-            })?;
-            if at != expected.len() {
-                return Err(Error::Invalid(format!(
-                    "index {:?} has {at} entries for {} rows",
-                    index.name,
-                    expected.len()
-                )));
-            }
-        }
-        Ok(())
+        check_tables(db, self.tables, Some(self.table_size))?.into_result()
     }
 }

@@ -17,6 +17,7 @@
 //! `bbalance += delta` on a random branch, insert a history row. Invariant:
 //! sum(abalance) == sum(tbalance) == sum(bbalance) == sum(history delta).
 
+use super::check::{CheckReport, Malformed};
 use super::{
     in_transaction, max_u64_key, read_i64, scan_all, Outcome, Rng, Scale, Tables, Workload,
 };
@@ -28,11 +29,14 @@ pub const ACCOUNTS: &str = "pgbench_accounts";
 pub const TELLERS: &str = "pgbench_tellers";
 pub const BRANCHES: &str = "pgbench_branches";
 pub const HISTORY: &str = "pgbench_history";
+/// The four tables, in the order [`check`] sums them.
+pub const TABLES: [&str; 4] = [ACCOUNTS, TELLERS, BRANCHES, HISTORY];
 
 const TELLERS_PER_BRANCH: u64 = 10;
 const ROW_LEN: usize = 100;
 const BALANCE_AT: usize = 16;
 const HISTORY_DELTA_AT: usize = 24;
+const HISTORY_LEN: usize = 40;
 
 /// The TPC-B-like workload at a scale.
 #[derive(Clone, Debug)]
@@ -83,16 +87,6 @@ impl Tpcb {
             accounts: scale.scale * scale.accounts_per_branch,
             accounts_per_branch: scale.accounts_per_branch,
         })
-    }
-
-    /// Sum of the balances of a table, and of the deltas of history.
-    fn sum(&self, db: &Database, table: &Table, at: usize) -> Result<i64> {
-        let mut sum = 0i64;
-        scan_all(db, table, |_, v| {
-            sum += read_i64(v, at, table)?;
-            Ok(())
-        })?;
-        Ok(sum)
     }
 }
 
@@ -192,17 +186,125 @@ impl Workload for Tpcb {
     }
 
     fn check(&self, db: &Database) -> Result<()> {
-        let a = self.sum(db, &db.table(ACCOUNTS)?, BALANCE_AT)?;
-        let t = self.sum(db, &db.table(TELLERS)?, BALANCE_AT)?;
-        let b = self.sum(db, &db.table(BRANCHES)?, BALANCE_AT)?;
-        let h = self.sum(db, &db.table(HISTORY)?, HISTORY_DELTA_AT)?;
-        if a == t && t == b && b == h {
+        check(db)?.into_result()
+    }
+}
+
+/// Checks pgbench's invariant on the tables of `db`: every row well formed
+/// (its length, and its id field equal to its key), and sum(abalance) ==
+/// sum(tbalance) == sum(bbalance) == sum(history delta). Needs no scale:
+/// it reads whatever rows are there.
+pub fn check(db: &Database) -> Result<CheckReport> {
+    let mut report = CheckReport::new("tpcb");
+    let mut sums = Vec::with_capacity(TABLES.len());
+    for name in TABLES {
+        let table = match db.table(name) {
+            Ok(t) => t,
+            Err(Error::NoSuchTable(_)) => {
+                report
+                    .broken
+                    .push(format!("tpcb invariant broken: table {name} is missing"));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let (what, len, at) = match name {
+            HISTORY => ("history deltas", HISTORY_LEN, HISTORY_DELTA_AT),
+            ACCOUNTS => ("account balances", ROW_LEN, BALANCE_AT),
+            TELLERS => ("teller balances", ROW_LEN, BALANCE_AT),
+            _ => ("branch balances", ROW_LEN, BALANCE_AT),
+        };
+        // i128: no sum of i64s overflows it, whatever the rows hold.
+        let mut sum = 0i128;
+        let mut bad = Malformed::default();
+        let rows = scan_all(db, &table, |k, v| {
+            let key = <[u8; 8]>::try_from(k).ok().map(u64::from_be_bytes);
+            let id_field = v
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes);
+            if key.is_none() || v.len() != len {
+                bad.add(|| format!("key {k:02x?}: {} bytes, not {len}", v.len()));
+            } else if name != HISTORY && id_field != key {
+                bad.add(|| format!("key {key:?} holds id {id_field:?}"));
+            } else {
+                sum += i128::from(read_i64(v, at, &table)?);
+            }
             Ok(())
-        } else {
-            Err(Error::Invalid(format!(
-                "tpcb invariant broken: sum of account balances {a}, teller balances {t}, \
-                 branch balances {b}, history deltas {h} (all must be equal)"
-            )))
+        })?;
+        bad.report(&mut report, name);
+        report
+            .checked
+            .push(format!("{name}: {rows} rows, sum of {what} {sum}"));
+        sums.push((what, sum));
+    }
+    if sums.len() == TABLES.len() && sums.iter().any(|&(_, s)| s != sums[0].1) {
+        let list: Vec<String> = sums.iter().map(|(w, s)| format!("{w} {s}")).collect();
+        report.broken.push(format!(
+            "tpcb invariant broken: the four sums differ ({}); all must be equal",
+            list.join(", ")
+        ));
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Options;
+
+    fn loaded(dir: &std::path::Path) -> (Tpcb, Database) {
+        let scale = Scale {
+            accounts_per_branch: 200,
+            scale: 2,
+            ..Scale::default()
+        };
+        let w = Tpcb::new(&scale).unwrap();
+        let db = Database::create(dir, Options::default()).unwrap();
+        w.load(&db).unwrap();
+        (w, db)
+    }
+
+    #[test]
+    fn check_sums_the_four_tables_and_names_a_broken_sum() {
+        let dir = tempfile::tempdir().unwrap();
+        let (w, db) = loaded(dir.path());
+        let tables = w.tables(&db).unwrap();
+        let mut rng = Rng::new(7, 0);
+        for _ in 0..50 {
+            assert_eq!(
+                w.transaction(&db, &tables, &mut rng, 0).unwrap(),
+                Outcome::Committed
+            );
         }
+        let report = check(&db).unwrap();
+        assert!(report.ok(), "{report:?}");
+        assert_eq!(report.checked.len(), 4);
+        assert!(report.checked[0].starts_with("pgbench_accounts: 400 rows"));
+        assert!(report.checked[1].starts_with("pgbench_tellers: 20 rows"));
+        assert!(report.checked[3].starts_with("pgbench_history: 50 rows"));
+
+        // One account changed alone: the sums no longer agree.
+        let mut tx = db.begin();
+        add_balance(&mut tx, &tables.tables[0], 3, 1).unwrap();
+        tx.commit().unwrap();
+        let report = check(&db).unwrap();
+        assert_eq!(report.broken.len(), 1, "{report:?}");
+        assert!(report.broken[0].contains("the four sums differ"));
+        assert!(w
+            .check(&db)
+            .unwrap_err()
+            .to_string()
+            .contains("tpcb invariant"));
+
+        // A short row is named, and a missing table too.
+        let mut tx = db.begin();
+        tx.update(&tables.tables[1], &key_u64(2), b"short").unwrap();
+        tx.commit().unwrap();
+        db.drop_table(BRANCHES).unwrap();
+        let report = check(&db).unwrap();
+        let all = report.broken.join("\n");
+        assert!(all.contains("1 malformed rows in pgbench_tellers"), "{all}");
+        assert!(all.contains("table pgbench_branches is missing"), "{all}");
     }
 }

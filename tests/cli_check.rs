@@ -1,0 +1,148 @@
+//! End-to-end tests of `untorn check` on the real binary, over databases
+//! that `untorn bench --keep` left, then broken through the library.
+
+mod common;
+
+use common::{flip_byte, untorn, untorn_on, Run};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use untorn::lab::workload::{sysbench, tpcb};
+use untorn::{key_u64, Database, Options};
+
+/// A tiny bench of tpcb and oltp_read_write, one mode, with --keep: the
+/// directories it printed, tpcb's first.
+fn kept_databases(dir: &Path) -> (PathBuf, PathBuf) {
+    let dbs = dir.join("dbs");
+    let mut args: Vec<&OsStr> = [
+        "bench",
+        "--workload",
+        "tpcb,oltp_read_write",
+        "--protection",
+        "full_pages",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0",
+        "--repeat",
+        "1",
+        "--clients",
+        "2",
+        "--tables",
+        "2",
+        "--table-size",
+        "300",
+        "--keep",
+    ]
+    .map(OsStr::new)
+    .to_vec();
+    let report = dir.join("report");
+    for (flag, path) in [("--report", &report), ("--dir", &dbs)] {
+        args.extend([OsStr::new(flag), path.as_os_str()]);
+    }
+    let run = untorn(args);
+    run.expect_code(0)
+        .expect_stdout("Databases kept (check one with `untorn check DIR`):");
+    let tpcb = dbs.join("tpcb-full_pages-crc32c-page8KB-wal8KB");
+    let sysbench = dbs.join("oltp_read_write-full_pages-crc32c-page8KB-wal8KB");
+    for db in [&tpcb, &sysbench] {
+        run.expect_stdout(&format!("  {}", db.display()));
+        assert!(
+            db.join("data").is_dir(),
+            "{}\n{}",
+            db.display(),
+            run.context()
+        );
+    }
+    (tpcb, sysbench)
+}
+
+fn check(dir: &Path, flags: &[&str]) -> Run {
+    let run = untorn_on("check", dir, flags);
+    assert!(!run.stderr.contains("panicked"), "{}", run.context());
+    run
+}
+
+#[test]
+fn check_passes_on_kept_databases_and_fails_on_a_broken_invariant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tpcb_dir, sysbench_dir) = kept_databases(tmp.path());
+
+    // Detected from the tables, and named.
+    let run = check(&tpcb_dir, &[]);
+    run.expect_code(0)
+        .expect_stdout("open: the database was shut down cleanly")
+        .expect_stdout("verify: 5 files")
+        .expect_stdout("tpcb: pgbench_accounts: 100000 rows, sum of account balances")
+        .expect_stdout("tpcb: invariants hold")
+        .expect_stdout("check: ok");
+    // A database found shut down is left shut down.
+    untorn_on("inspect", &tpcb_dir, &["--json"]).expect_json("/state", "shut_down");
+    check(&sysbench_dir, &["--workload", "sysbench"])
+        .expect_code(0)
+        .expect_stdout("sysbench: sbtest1: 300 rows; index sbtest1_k_1: 300 entries")
+        .expect_stdout("sysbench: sbtest2: 300 rows; index sbtest2_k_1: 300 entries")
+        .expect_stdout("check: ok");
+    // The other workload's tables are not there.
+    check(&sysbench_dir, &["--workload", "tpcb"])
+        .expect_code(1)
+        .expect_stdout("table pgbench_accounts is missing");
+
+    // One account balance changed without teller, branch or history.
+    let db = Database::open(&tpcb_dir, Options::default()).unwrap();
+    let accounts = db.table(tpcb::ACCOUNTS).unwrap();
+    let mut tx = db.begin();
+    let mut row = tx.get(&accounts, &key_u64(42)).unwrap().unwrap();
+    row[16] ^= 1;
+    tx.update(&accounts, &key_u64(42), &row).unwrap();
+    tx.commit().unwrap();
+    db.close().unwrap();
+    check(&tpcb_dir, &["--workload", "tpcb"])
+        .expect_code(1)
+        .expect_stdout("FAILED: tpcb invariant broken: the four sums differ")
+        .expect_stdout("check: FAILED");
+
+    // A row whose k moved without its index entry; then a crash (no
+    // close): check recovers the change and still finds it.
+    let db = Database::open(&sysbench_dir, Options::default()).unwrap();
+    let t = db.table(&sysbench::table_name(1)).unwrap();
+    let mut tx = db.begin();
+    let mut row = tx.get(&t, &key_u64(7)).unwrap().unwrap();
+    row[0] ^= 0x40;
+    tx.update(&t, &key_u64(7), &row).unwrap();
+    tx.commit().unwrap();
+    drop(db);
+    check(&sysbench_dir, &[])
+        .expect_code(1)
+        .expect_stdout("open: recovered from")
+        .expect_stdout(
+            "FAILED: sysbench invariant broken: index sbtest1_k_1 does not match table sbtest1",
+        )
+        .expect_stdout("check: FAILED");
+}
+
+#[test]
+fn check_names_a_damaged_page_and_a_database_it_cannot_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = Database::create(&dir, Options::default()).unwrap();
+    let t = db.create_table("t").unwrap();
+    common::insert_rows(&db, &t, 0..2000);
+    db.close().unwrap();
+    // No workload's tables: open and verify only.
+    check(&dir, &[])
+        .expect_code(0)
+        .expect_stdout("workload: no tpcb or sysbench tables; invariants not checked");
+
+    let file = dir.join("data").join(t.file_id.to_string());
+    flip_byte(&file, 8192 + 4000);
+    check(&dir, &[])
+        .expect_code(1)
+        .expect_stdout(&format!("FAILED: verify: {}: block 1:", file.display()));
+
+    let nothing = tmp.path().join("nothing");
+    check(&nothing, &[])
+        .expect_code(3)
+        .expect_stderr("untorn: check: could not open")
+        .expect_stderr("nothing");
+    check(&dir, &["--workload", "tpcc"]).expect_refused(&["tpcc"]);
+}
