@@ -63,6 +63,8 @@ pub struct Options {
     /// `deadlock_timeout` (default 1 s, as PostgreSQL): how long a
     /// transaction waits for a row lock before it checks for a deadlock.
     pub deadlock_timeout: Duration,
+    /// `wal_compression` (default off): how full-page images are compressed.
+    pub wal_compression: crate::settings::WalCompression,
 }
 
 impl Default for Options {
@@ -76,6 +78,7 @@ impl Default for Options {
             max_wal_size: 1024 * 1024 * 1024,
             checkpoint_timeout: Duration::from_secs(300),
             deadlock_timeout: crate::txn::lock::DEFAULT_DEADLOCK_TIMEOUT,
+            wal_compression: Default::default(),
         }
     }
 }
@@ -319,13 +322,16 @@ impl Database {
         control.wal_epoch += 1;
         control.state = DbState::InRecovery;
         control.write(fs.as_ref(), dir, Issuer::Recovery)?;
-        let wal = Arc::new(Wal::open(
-            fs.clone(),
-            &wal_dir,
-            wal_config(&control),
-            scan.end,
-            scan.prev_record,
-        )?);
+        let wal = Arc::new(
+            Wal::open(
+                fs.clone(),
+                &wal_dir,
+                wal_config(&control),
+                scan.end,
+                scan.prev_record,
+            )?
+            .with_image_compression(options.wal_compression.into()),
+        );
         let files = Arc::new(DataFiles::new(fs.clone(), &dir.join(DATA_DIR), &settings));
         let nframes = (options.buffer_pool_size / settings.page_size as u64) as usize;
         let pool = BufferPool::new(
