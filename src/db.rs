@@ -322,16 +322,14 @@ impl Database {
         control.wal_epoch += 1;
         control.state = DbState::InRecovery;
         control.write(fs.as_ref(), dir, Issuer::Recovery)?;
-        let wal = Arc::new(
-            Wal::open(
-                fs.clone(),
-                &wal_dir,
-                wal_config(&control),
-                scan.end,
-                scan.prev_record,
-            )?
-            .with_image_compression(options.wal_compression.into()),
-        );
+        let wal = Wal::open(
+            fs.clone(),
+            &wal_dir,
+            wal_config(&control),
+            scan.end,
+            scan.prev_record,
+        )?;
+        let wal = Arc::new(wal.with_image_compression(options.wal_compression.into()));
         let files = Arc::new(DataFiles::new(fs.clone(), &dir.join(DATA_DIR), &settings));
         let nframes = (options.buffer_pool_size / settings.page_size as u64) as usize;
         let pool = BufferPool::new(
