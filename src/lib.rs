@@ -63,5 +63,5 @@ pub mod wal;
 pub use db::{key_u64, Database, Options, Table};
 pub use error::{Error, Result};
 pub use lsn::Lsn;
-pub use settings::{ChecksumAlgorithm, CreationSettings, TornPageProtection};
+pub use settings::{ChecksumAlgorithm, CreationSettings, TornPageProtection, WalCompression};
 pub use txn::Transaction;

@@ -48,6 +48,8 @@ pub struct Options {
     /// `deadlock_timeout` (default 1 s, as PostgreSQL): how long a
     /// transaction waits for a row lock before it checks for a deadlock.
     pub deadlock_timeout: Duration,
+    /// `wal_compression` (default off): how full-page images are compressed.
+    pub wal_compression: crate::settings::WalCompression,
     /// The clock the engine paces work by (real time; tests use a manual one).
     pub clock: Clock,
 }
@@ -66,6 +68,7 @@ impl Default for Options {
             checkpoint_completion_target: 0.9,
             checkpoint_sort: true,
             checkpoint_flush_after: 32,
+            wal_compression: Default::default(),
             clock: Clock::real(),
         }
     }

@@ -56,6 +56,8 @@ pub struct RecoveryReport {
     pub records_replayed: u64,
     pub commits_replayed: u64,
     pub pages_restored_from_images: u64,
+    /// Of those, the images stored compressed (`wal_compression`).
+    pub compressed_images_restored: u64,
     pub changes_skipped_by_lsn: u64,
     /// Pages that failed their checks and were restored from an image.
     pub damaged_pages_repaired: Vec<String>,
@@ -204,6 +206,9 @@ fn restore_block(
         .map_err(|e| corrupt_record(rec, &e))?;
     w.set_lsns(rec.end_lsn, rec.end_lsn);
     report.pages_restored_from_images += 1;
+    if img.compression != crate::wal::ImageCompression::None {
+        report.compressed_images_restored += 1;
+    }
     restored.insert(id);
     Ok(())
 }

@@ -84,7 +84,7 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
 fn bench_refuses_settings_it_does_not_have() {
     for args in [
         ["--protection", "double_writes"],
-        ["--wal-compression", "lz4"],
+        ["--wal-compression", "pglz"],
         ["--checkpoint-sort", "on"],
         ["--device", "floppy"],
         ["--workload", "tpcc"],

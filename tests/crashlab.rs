@@ -8,7 +8,7 @@
 
 use untorn::crashlab::{self, CrashTestOptions, CrashTestReport, Fault, ModeReport};
 use untorn::file::FileKind;
-use untorn::{ChecksumAlgorithm, TornPageProtection};
+use untorn::{ChecksumAlgorithm, TornPageProtection, WalCompression};
 
 /// Iterations per mode: `n`, or what the environment asks for.
 fn iterations(n: u64) -> u64 {
@@ -118,6 +118,29 @@ fn a_process_crash_then_a_power_loss_loses_nothing() {
         assert_passed(m);
         assert_eq!((m.lost_commits, m.silent_corruptions), (0, 0), "{}", m.mode);
         assert!(m.faults.process_crashes > 200, "{m:?}");
+    }
+}
+
+/// `wal_compression` on: recovery restores lz4 and zstd images (its
+/// counts say it did) and both modes lose nothing.
+#[test]
+fn both_modes_pass_with_compressed_page_images() {
+    for codec in [WalCompression::Lz4, WalCompression::Zstd] {
+        let modes = [TornPageProtection::FullPages, TornPageProtection::Off];
+        let mut opts = options(&modes, &Fault::DEFAULT, 400);
+        opts.wal_compression = codec;
+        let report = run(&opts);
+        for m in &report.modes {
+            assert_passed(m);
+            assert_eq!((m.lost_commits, m.silent_corruptions), (0, 0), "{}", m.mode);
+            assert!(m.compressed_images_restored > 100, "{codec}: {m:?}");
+        }
+        let fp = mode(&report, TornPageProtection::FullPages);
+        assert!(fp.pages_repaired_from_wal > 0, "{codec}: {fp:?}");
+        assert_eq!(
+            fp.torn_pages_detected, 0,
+            "{codec}: every torn page repaired"
+        );
     }
 }
 

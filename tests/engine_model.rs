@@ -302,7 +302,8 @@ fn wal_volume_triggers_checkpoints_and_recycling() {
             wal_segment_size: Some(1 << 20),
             ..Default::default()
         },
-        max_wal_size: 4 << 20,
+        // A checkpoint every max_wal_size / (1 + target) = 2 MB of WAL.
+        max_wal_size: 2 << 20,
         // Unspread: once the WAL stops, a spread checkpoint would pace
         // itself by checkpoint_timeout (minutes) and not complete here.
         checkpoint_completion_target: 0.0,

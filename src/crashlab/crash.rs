@@ -195,6 +195,7 @@ impl Iteration<'_> {
             r.pages_restored_from_images, r.damaged_pages_repaired, r.damaged_pages_left
         ));
         self.c.pages_restored_from_images += r.pages_restored_from_images;
+        self.c.compressed_images_restored += r.compressed_images_restored;
         self.c.pages_repaired_from_wal += r.damaged_pages_repaired.len() as u64;
         self.c.pages_repaired_from_double_writes += r.pages_repaired_from_double_writes;
         if !r.damaged_pages_left.is_empty() {

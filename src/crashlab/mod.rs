@@ -42,7 +42,7 @@ pub use run::run;
 
 use crate::error::{Error, Result};
 use crate::file::FileKind;
-use crate::settings::{ChecksumAlgorithm, TornPageProtection};
+use crate::settings::{ChecksumAlgorithm, TornPageProtection, WalCompression};
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -230,6 +230,9 @@ pub struct CrashTestOptions {
     pub eio_targets: Vec<FileKind>,
     /// Buffer pool frames; `None`: [`CrashTestOptions::pool_pages`]'s choice.
     pub buffer_pool_pages: Option<u64>,
+    /// `wal_compression` of every opening (default off): recovery then
+    /// restores compressed page images.
+    pub wal_compression: WalCompression,
 }
 
 impl Default for CrashTestOptions {
@@ -249,6 +252,7 @@ impl Default for CrashTestOptions {
             max_failures_kept: 20,
             eio_targets: vec![FileKind::Wal, FileKind::Data, FileKind::Control],
             buffer_pool_pages: None,
+            wal_compression: WalCompression::Off,
         }
     }
 }
@@ -331,6 +335,9 @@ impl CrashTestOptions {
         if let Some(pages) = self.buffer_pool_pages {
             cmd.push_str(&format!(" --buffer-pool-pages {pages}"));
         }
+        if self.wal_compression != d.wal_compression {
+            cmd.push_str(&format!(" --wal-compression {}", self.wal_compression));
+        }
         cmd
     }
 }
@@ -378,6 +385,12 @@ mod tests {
         };
         let cmd = opts.replay_command(TornPageProtection::Off, 3);
         assert!(cmd.ends_with("--eio-files wal,data"), "{cmd}");
+        let opts = CrashTestOptions {
+            wal_compression: WalCompression::Zstd,
+            ..opts
+        };
+        let cmd = opts.replay_command(TornPageProtection::Off, 3);
+        assert!(cmd.ends_with("--wal-compression zstd"), "{cmd}");
     }
 
     #[test]

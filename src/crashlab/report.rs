@@ -95,6 +95,8 @@ pub struct ModeReport {
     /// Pages recovery restored from full images in the WAL, and the damaged
     /// pages among them.
     pub pages_restored_from_images: u64,
+    /// Of the images restored, those stored compressed (`wal_compression`).
+    pub compressed_images_restored: u64,
     pub pages_repaired_from_wal: u64,
     pub pages_repaired_from_double_writes: u64,
     /// Damaged pages the engine reported and could not repair (recovery
@@ -138,7 +140,7 @@ impl ModeReport {
 
 /// Adds one iteration's counts to the mode's.
 pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
-    let pairs: [(&mut u64, u64); 16] = [
+    let pairs: [(&mut u64, u64); 17] = [
         (&mut m.crashes, it.crashes),
         (&mut m.crashes_in_recovery, it.crashes_in_recovery),
         (&mut m.crashes_in_checkpoint, it.crashes_in_checkpoint),
@@ -155,6 +157,10 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
         (
             &mut m.pages_restored_from_images,
             it.pages_restored_from_images,
+        ),
+        (
+            &mut m.compressed_images_restored,
+            it.compressed_images_restored,
         ),
         (&mut m.pages_repaired_from_wal, it.pages_repaired_from_wal),
         (
@@ -294,7 +300,7 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
     let mut s = format!(
         "{}: {} iterations in {:.1} s ({:.0}/s); {} commits acknowledged; {} in flight at a crash, {} survived whole; \
          crashes in recovery {}, in a checkpoint {}, in the control file's replacement {}; \
-         {} pages restored from WAL images\n",
+         {} pages restored from WAL images ({} compressed)\n",
         m.mode,
         m.iterations,
         m.elapsed_s,
@@ -306,6 +312,7 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
         m.crashes_in_checkpoint,
         m.crashes_in_control_file,
         m.pages_restored_from_images,
+        m.compressed_images_restored,
     );
     if let Some(rate) = m.detection_rate() {
         let missed = m.torn_pages_injected - m.torn_pages_caught_by_checksum;

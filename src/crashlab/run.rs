@@ -67,6 +67,7 @@ pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options 
     o.buffer_pool_size = opts.pool_pages() * opts.page_size as u64;
     o.checkpoint_timeout = Duration::from_secs(86_400);
     o.max_wal_size = 1 << 40;
+    o.wal_compression = opts.wal_compression;
     o
 }
 

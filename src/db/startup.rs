@@ -28,10 +28,10 @@ use crate::checkpoint::{self, Reason};
 use crate::control::{ControlFile, DbState};
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::file::IoStats;
 use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};
 use crate::options::Options;
 use crate::recovery;
-use crate::file::IoStats;
 use crate::table::CATALOG_FILE_ID;
 use crate::wal::Wal;
 use directory::{wal_config, DATA_DIR, WAL_DIR};
@@ -69,13 +69,14 @@ pub(super) fn open(
     control.state = DbState::InRecovery;
     control.write(fs.as_ref(), dir, Issuer::Recovery)?;
     // 5.
-    let wal = Arc::new(Wal::open(
+    let wal = Wal::open(
         fs.clone(),
         &wal_dir,
         wal_config(&control),
         scan.end,
         scan.prev_record,
-    )?);
+    )?;
+    let wal = Arc::new(wal.with_image_compression(options.wal_compression.into()));
     let files = Arc::new(DataFiles::new(fs.clone(), &dir.join(DATA_DIR), &settings));
     let nframes = (options.buffer_pool_size / settings.page_size as u64) as usize;
     let pool = BufferPool::new(

@@ -11,7 +11,9 @@ use crate::error::Result;
 use crate::file::posix::PosixFileSystem;
 use crate::file::FileSystem;
 use crate::file::IoStats;
-use crate::settings::{ChecksumAlgorithm, RequestedCreationSettings, TornPageProtection};
+use crate::settings::{
+    ChecksumAlgorithm, RequestedCreationSettings, TornPageProtection, WalCompression,
+};
 use crate::{Database, Options};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +34,7 @@ pub struct BenchConfig {
     pub synchronous_commit: bool,
     /// A device profile name (`real`: none).
     pub device: String,
+    pub wal_compression: WalCompression,
 }
 
 impl Default for BenchConfig {
@@ -46,6 +49,7 @@ impl Default for BenchConfig {
             checkpoint_timeout: Duration::from_secs(300),
             synchronous_commit: true,
             device: "real".into(),
+            wal_compression: WalCompression::Off,
         }
     }
 }
@@ -69,6 +73,7 @@ impl BenchConfig {
             synchronous_commit: self.synchronous_commit,
             max_wal_size: self.max_wal_size,
             checkpoint_timeout: self.checkpoint_timeout,
+            wal_compression: self.wal_compression,
             ..Options::default()
         }
     }
@@ -92,6 +97,7 @@ impl BenchConfig {
             if self.synchronous_commit { "on" } else { "off" }.into(),
         );
         m.insert("device".into(), self.device.clone());
+        m.insert("wal_compression".into(), self.wal_compression.to_string());
         m
     }
 }

@@ -182,7 +182,7 @@ fn vs_headers(labels: &[String]) -> Vec<String> {
 type Column = (&'static str, fn(&ConfigResult) -> String);
 
 /// The full comparison's columns: see [`comparison_table`].
-const COMPARISON_COLUMNS: [Column; 14] = [
+const COMPARISON_COLUMNS: [Column; 16] = [
     ("lat avg ms", |r| fmt_num(r.latency_ms.avg)),
     ("p90 ms", |r| fmt_num(r.latency_ms.p90)),
     ("p99 ms", |r| fmt_num(r.latency_ms.p99)),
@@ -191,6 +191,10 @@ const COMPARISON_COLUMNS: [Column; 14] = [
     ("page writes/txn", |r| fmt_num(r.page_writes_per_txn)),
     ("WAL B/txn", |r| thousands(r.wal_bytes_per_txn)),
     ("FPI", |r| thousands(r.wal_fpi as f64)),
+    ("FPI B/txn", |r| thousands(r.fpi_bytes_per_txn)),
+    ("FPI raw B/txn", |r| {
+        thousands(r.fpi_bytes_uncompressed_per_txn)
+    }),
     ("DW page writes", |r| thousands(r.dw_page_writes as f64)),
     ("DW fsyncs", |r| thousands(r.dw_fsyncs as f64)),
     ("data writes", |r| thousands(r.data_writes as f64)),
@@ -377,7 +381,7 @@ fn slug(s: &str) -> String {
 }
 
 /// The columns of summary.csv before the settings.
-pub const SUMMARY_COLUMNS: [&str; 22] = [
+pub const SUMMARY_COLUMNS: [&str; 24] = [
     "workload",
     "mode",
     "protection",
@@ -394,6 +398,8 @@ pub const SUMMARY_COLUMNS: [&str; 22] = [
     "page_writes_per_txn",
     "wal_bytes_per_txn",
     "wal_fpi",
+    "fpi_bytes_per_txn",
+    "fpi_bytes_uncompressed_per_txn",
     "dw_page_writes",
     "dw_fsyncs",
     "data_writes",
@@ -453,6 +459,8 @@ pub fn write_csv(dir: impl AsRef<Path>, results: &[ConfigResult]) -> Result<Vec<
                 r.page_writes_per_txn.to_string(),
                 r.wal_bytes_per_txn.to_string(),
                 r.wal_fpi.to_string(),
+                r.fpi_bytes_per_txn.to_string(),
+                r.fpi_bytes_uncompressed_per_txn.to_string(),
                 r.dw_page_writes.to_string(),
                 r.dw_fsyncs.to_string(),
                 r.data_writes.to_string(),

@@ -45,6 +45,11 @@ pub struct Run {
     pub wal_bytes: u64,
     pub wal_records: u64,
     pub wal_fpi: u64,
+    /// Bytes of those images as logged, and before `wal_compression`.
+    #[serde(default)]
+    pub wal_fpi_bytes: u64,
+    #[serde(default)]
+    pub wal_fpi_bytes_uncompressed: u64,
     pub wal_fsyncs: u64,
     /// Data-file page writes and fsyncs, every issuer.
     pub data_writes: u64,
@@ -73,6 +78,12 @@ pub struct ConfigResult {
     pub latency_ms: LatencyMs,
     pub wal_bytes_per_txn: f64,
     pub wal_fpi: u64,
+    /// Full-page image bytes per transaction as logged, and before
+    /// `wal_compression` (equal when it is off).
+    #[serde(default)]
+    pub fpi_bytes_per_txn: f64,
+    #[serde(default)]
+    pub fpi_bytes_uncompressed_per_txn: f64,
     pub dw_page_writes: u64,
     pub dw_fsyncs: u64,
     pub data_writes: u64,
@@ -110,6 +121,9 @@ impl ConfigResult {
         let sum = |f: fn(&Run) -> u64| self.runs.iter().map(f).sum::<u64>();
         self.wal_bytes_per_txn = sum(|r| r.wal_bytes) as f64 / txns as f64;
         self.wal_fpi = sum(|r| r.wal_fpi);
+        self.fpi_bytes_per_txn = sum(|r| r.wal_fpi_bytes) as f64 / txns as f64;
+        self.fpi_bytes_uncompressed_per_txn =
+            sum(|r| r.wal_fpi_bytes_uncompressed) as f64 / txns as f64;
         self.dw_page_writes = sum(|r| r.dw_page_writes);
         self.dw_fsyncs = sum(|r| r.dw_fsyncs);
         self.data_writes = sum(|r| r.data_writes);
@@ -136,6 +150,8 @@ mod tests {
             tps,
             transactions: txns,
             wal_bytes: txns * 100,
+            wal_fpi_bytes: txns * 30,
+            wal_fpi_bytes_uncompressed: txns * 90,
             data_writes: txns,
             cpu_us_per_txn: 10.0,
             latency_ms: LatencyMs {
@@ -154,6 +170,8 @@ mod tests {
         assert_eq!(c.latency_ms.avg, 200.0);
         assert_eq!(c.wal_bytes_per_txn, 100.0);
         assert_eq!(c.page_writes_per_txn, 1.0);
+        assert_eq!(c.fpi_bytes_per_txn, 30.0);
+        assert_eq!(c.fpi_bytes_uncompressed_per_txn, 90.0);
         assert_eq!(c.tps_spread_pct, 100.0);
         assert_eq!(c.cpu_us_per_txn, 10.0);
     }

@@ -404,6 +404,9 @@ pub fn run_once(
         wal_bytes: end.wal.bytes - base.wal.bytes,
         wal_records: end.wal.records - base.wal.records,
         wal_fpi: end.wal.fpi - base.wal.fpi,
+        wal_fpi_bytes: end.wal.fpi_bytes - base.wal.fpi_bytes,
+        wal_fpi_bytes_uncompressed: end.wal.fpi_bytes_uncompressed
+            - base.wal.fpi_bytes_uncompressed,
         wal_fsyncs: end.wal.fsyncs - base.wal.fsyncs,
         data_writes: end.data_pages - base.data_pages,
         data_fsyncs: end.data_fsyncs - base.data_fsyncs,

@@ -6,6 +6,8 @@
 //! their redo replays images only. With `full_pages`, a row change logs the
 //! page's image instead of its changes at the page's first change after each
 //! checkpoint's redo point, so redo never needs a page a torn write damaged.
+//! The WAL compresses images at insert (`wal_compression`,
+//! wal/image_codec.rs); they are restored here.
 
 use crate::page::{lower_upper, PAGE_HEADER_SIZE};
 use crate::settings::TornPageProtection;
@@ -64,25 +66,34 @@ pub fn make_image(page: &[u8]) -> PageImage {
 }
 
 /// Rebuilds a page from its image into `out` (page-sized); the hole becomes
-/// zeros. `Err` says what does not add up.
+/// zeros. A compressed image is decompressed to exactly the page less its
+/// hole. `Err` says what does not add up.
 pub fn restore_image(img: &PageImage, out: &mut [u8]) -> Result<(), String> {
-    if img.compression != ImageCompression::None {
-        return Err(format!(
-            "image compression {:?} is not supported by this build",
-            img.compression
-        ));
-    }
     let (off, len) = (img.hole_offset as usize, img.hole_length as usize);
-    if img.bytes.len() + len != out.len() || off + len > out.len() {
+    let expanded;
+    let bytes = match img.compression {
+        ImageCompression::None => &img.bytes,
+        codec => {
+            let want = out.len().checked_sub(len).ok_or_else(|| {
+                format!(
+                    "hole of {len} bytes is larger than a {}-byte page",
+                    out.len()
+                )
+            })?;
+            expanded = crate::wal::image_codec::decompress(codec, &img.bytes, want)?;
+            &expanded
+        }
+    };
+    if bytes.len() + len != out.len() || off + len > out.len() {
         return Err(format!(
             "image of {} bytes with a hole of {len} at {off} does not make a {}-byte page",
-            img.bytes.len(),
+            bytes.len(),
             out.len()
         ));
     }
-    out[..off].copy_from_slice(&img.bytes[..off]);
+    out[..off].copy_from_slice(&bytes[..off]);
     out[off..off + len].fill(0);
-    out[off + len..].copy_from_slice(&img.bytes[off..]);
+    out[off + len..].copy_from_slice(&bytes[off..]);
     Ok(())
 }
 

@@ -187,7 +187,9 @@ fn prepare<'a>(
 /// returns the most bytes the record can take (its header included). The
 /// bound is the worst case apply can meet: with `full_pages`, a
 /// checkpoint between now and apply may make every leaf log its whole
-/// image (at most a page) instead of its changes.
+/// image (at most a page) instead of its changes. `wal_compression` does
+/// not change it: the WAL keeps a compressed image only when it is shorter
+/// than the uncompressed one, so the uncompressed page stays the worst case.
 fn check_record_len(
     tx: &Transaction<'_>,
     writes: &[(u32, &[u8], &RowChange)],

@@ -36,9 +36,13 @@ pub struct WalStats {
     /// Bytes of records inserted, headers included, padding and page
     /// headers not (wal_bytes).
     pub bytes: u64,
-    /// Full-page images inserted (wal_fpi) and their bytes.
+    /// Full-page images inserted (wal_fpi) and their bytes as logged,
+    /// compressed or not (wal_fpi_bytes).
     pub fpi: u64,
     pub fpi_bytes: u64,
+    /// The same images' bytes before compression (their holes left out):
+    /// `fpi_bytes` over this is what `wal_compression` saved.
+    pub fpi_bytes_uncompressed: u64,
     /// Calls of [`Wal::flush`](super::Wal::flush).
     pub flush_requests: u64,
     /// Of those, the ones that did no I/O themselves: already covered when
@@ -75,6 +79,7 @@ pub(crate) struct Counters {
     pub(crate) bytes: AtomicU64,
     pub(crate) fpi: AtomicU64,
     pub(crate) fpi_bytes: AtomicU64,
+    pub(crate) fpi_bytes_uncompressed: AtomicU64,
     pub(crate) flush_requests: AtomicU64,
     pub(crate) flushes_without_io: AtomicU64,
     pub(crate) flush_rounds: AtomicU64,
@@ -99,6 +104,7 @@ impl Counters {
             bytes: l(&c.bytes),
             fpi: l(&c.fpi),
             fpi_bytes: l(&c.fpi_bytes),
+            fpi_bytes_uncompressed: l(&c.fpi_bytes_uncompressed),
             flush_requests: l(&c.flush_requests),
             flushes_without_io: l(&c.flushes_without_io),
             flush_rounds: l(&c.flush_rounds),

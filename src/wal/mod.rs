@@ -33,6 +33,7 @@ mod buffer;
 pub mod config;
 pub mod end;
 pub mod format;
+pub mod image_codec;
 pub mod reader;
 pub mod record;
 pub mod segment;

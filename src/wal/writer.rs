@@ -31,7 +31,8 @@ use super::config::{add, Counters, WalConfig, WalStats};
 use super::format::{
     Geometry, PageHeader, MAX_RECORD_LEN, PAGE_MAGIC, RECORD_HEADER_LEN, WAL_SECTOR,
 };
-use super::record::RecordData;
+use super::image_codec;
+use super::record::{ImageCompression, RecordData};
 use super::segment;
 use crate::error::{Error, Result};
 use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
@@ -81,6 +82,8 @@ pub struct Wal {
     flushed_cond: Condvar,
     counters: Counters,
     space: reserve::Space,
+    /// `wal_compression`: how [`Wal::insert`] compresses page images.
+    image_compression: ImageCompression,
 }
 
 impl Wal {
@@ -171,7 +174,15 @@ impl Wal {
             flushed_cond: Condvar::new(),
             counters: Counters::default(),
             space: reserve::Space::default(),
+            image_compression: ImageCompression::None,
         }
+    }
+
+    /// This writer compressing the page images it inserts with `codec`
+    /// (`wal_compression`; none by default).
+    pub fn with_image_compression(mut self, codec: ImageCompression) -> Wal {
+        self.image_compression = codec;
+        self
     }
 
     /// The configuration this writer runs with.
@@ -204,6 +215,12 @@ impl Wal {
     /// [`Wal::flush`] up to the end LSN. Never waits for a flush's I/O: its
     /// callers hold latches (call [`Wal::make_room`] before taking them).
     pub fn insert(&self, rec: &RecordData) -> Result<(Lsn, Lsn)> {
+        // Compressed here, before any WAL lock, so the CPU it costs is the
+        // inserting thread's alone. A compressed image is kept only when
+        // shorter, so the record never outgrows what its caller reserved.
+        let (_, uncompressed) = rec.images();
+        let compressed = image_codec::compress_images(rec, self.image_compression);
+        let rec = compressed.as_ref().unwrap_or(rec);
         let payload = rec.encode()?;
         let total = RECORD_HEADER_LEN as u64 + payload.len() as u64;
         if total > MAX_RECORD_LEN as u64 {
@@ -226,6 +243,7 @@ impl Wal {
             let (images, image_bytes) = rec.images();
             add(&self.counters.fpi, images);
             add(&self.counters.fpi_bytes, image_bytes);
+            add(&self.counters.fpi_bytes_uncompressed, uncompressed);
         }
         Ok((Lsn(start), Lsn(end)))
     }

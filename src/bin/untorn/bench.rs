@@ -10,7 +10,7 @@ use untorn::lab::compare::{run_plan, BenchConfig, BenchPlan, Progress};
 use untorn::lab::report;
 use untorn::lab::runner::RunSpec;
 use untorn::lab::workload::Scale;
-use untorn::settings::{parse_size, ChecksumAlgorithm, TornPageProtection};
+use untorn::settings::{parse_size, ChecksumAlgorithm, TornPageProtection, WalCompression};
 use untorn::Error;
 
 /// The default job's workloads (seed 003's three).
@@ -46,9 +46,9 @@ pub struct BenchArgs {
     /// synchronous_commit: on or off.
     #[arg(long, default_value = "on")]
     synchronous_commit: String,
-    /// WAL compression of full-page images (not built yet: only off).
-    #[arg(long, default_value = "off")]
-    wal_compression: String,
+    /// WAL compression of full-page images to compare: off, lz4, zstd.
+    #[arg(long, value_delimiter = ',', default_value = "off")]
+    wal_compression: Vec<String>,
     /// Sorted checkpoint writes (not built yet: the checkpointer writes in frame order).
     #[arg(long)]
     checkpoint_sort: Option<String>,
@@ -104,15 +104,6 @@ fn refuse(name: &'static str, detail: String) -> Error {
 }
 
 fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
-    if a.wal_compression != "off" {
-        return Err(refuse(
-            "wal_compression",
-            format!(
-                "{:?}: WAL compression is not built yet; only off",
-                a.wal_compression
-            ),
-        ));
-    }
     if let Some(s) = &a.checkpoint_sort {
         return Err(refuse(
             "checkpoint_sort",
@@ -149,6 +140,11 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         .iter()
         .map(|c| c.parse())
         .collect::<untorn::Result<_>>()?;
+    let compressions: Vec<WalCompression> = a
+        .wal_compression
+        .iter()
+        .map(|c| c.parse())
+        .collect::<untorn::Result<_>>()?;
     let timeout =
         Duration::from_secs_f64(a.checkpoint_timeout.unwrap_or(a.duration / 6.0).max(0.1));
     let mut out = Vec::new();
@@ -156,19 +152,22 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         for &data_checksums in &checksums {
             for &page_size in &a.page_size {
                 for &wal_block_size in &a.wal_block_size {
-                    let c = BenchConfig {
-                        protection,
-                        data_checksums,
-                        page_size: page_size as u32,
-                        wal_block_size: wal_block_size as u32,
-                        buffer_pool: a.buffer_pool,
-                        max_wal_size: a.max_wal_size,
-                        checkpoint_timeout: timeout,
-                        synchronous_commit,
-                        device: a.device.clone(),
-                    };
-                    c.options(0).creation.or_defaults().validate()?;
-                    out.push(c);
+                    for &wal_compression in &compressions {
+                        let c = BenchConfig {
+                            protection,
+                            data_checksums,
+                            page_size: page_size as u32,
+                            wal_block_size: wal_block_size as u32,
+                            buffer_pool: a.buffer_pool,
+                            max_wal_size: a.max_wal_size,
+                            checkpoint_timeout: timeout,
+                            synchronous_commit,
+                            device: a.device.clone(),
+                            wal_compression,
+                        };
+                        c.options(0).creation.or_defaults().validate()?;
+                        out.push(c);
+                    }
                 }
             }
         }
@@ -229,8 +228,8 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
     let label = |i: usize| {
         let c = &configs[i];
         format!(
-            "{} {} page {} WAL block {}",
-            c.protection, c.data_checksums, c.page_size, c.wal_block_size
+            "{} {} page {} WAL block {} wal_compression {}",
+            c.protection, c.data_checksums, c.page_size, c.wal_block_size, c.wal_compression
         )
     };
     let results = run_plan(&plan, |p| match p {

@@ -44,6 +44,9 @@ pub struct CrashTestArgs {
     /// Buffer pool size in pages [default: 16 per workload thread].
     #[arg(long)]
     buffer_pool_pages: Option<u64>,
+    /// WAL compression of full-page images: off, lz4 or zstd.
+    #[arg(long, default_value = "off")]
+    wal_compression: String,
     /// Where failing iterations save their traces [default: the system's
     /// temporary directory].
     #[arg(long)]
@@ -67,6 +70,7 @@ pub fn run(a: &CrashTestArgs) -> untorn::Result<ExitCode> {
         eio_targets: crashlab::parse_file_kinds(&a.eio_files)?,
         buffer_pool_pages: a.buffer_pool_pages,
         trace_dir: a.trace_dir.clone(),
+        wal_compression: a.wal_compression.parse()?,
         ..CrashTestOptions::default()
     };
     if let Some(p) = &a.protection {

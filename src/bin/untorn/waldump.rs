@@ -7,7 +7,7 @@ use std::sync::Arc;
 use untorn::control::ControlFile;
 use untorn::db::directory::{wal_config, WAL_DIR};
 use untorn::file::{FileSystem, Issuer};
-use untorn::wal::{first_segment_start, ReadRecord, WalReader};
+use untorn::wal::{first_segment_start, ImageCompression, ReadRecord, WalReader};
 use untorn::{Error, Lsn};
 
 #[derive(Default)]
@@ -27,6 +27,7 @@ pub fn run(
 ) -> untorn::Result<ExitCode> {
     let control = ControlFile::read(fs.as_ref(), dir, Issuer::Tool)?;
     let cfg = wal_config(&control);
+    let page_size = control.settings.page_size as usize;
     let wal_dir = dir.join(WAL_DIR);
     let start = match start {
         Some(s) => s.parse::<Lsn>().map_err(Error::Invalid)?,
@@ -45,7 +46,7 @@ pub fn run(
             t.fpi += fpi;
             t.fpi_bytes += fpi_bytes;
         } else {
-            println!("{}", describe(&rec));
+            println!("{}", describe(&rec, page_size));
         }
         n += 1;
         if limit.is_some_and(|l| n >= l) {
@@ -65,7 +66,7 @@ pub fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe(rec: &ReadRecord) -> String {
+fn describe(rec: &ReadRecord, page_size: usize) -> String {
     let d = &rec.data;
     let mut line = format!(
         "kind: {:<16} len (rec/tot): {:>6}/{:>6}, tx: {:>8}, lsn: {}, prev {}, desc: blocks {}",
@@ -91,12 +92,18 @@ fn describe(rec: &ReadRecord) -> String {
     for (i, b) in d.blocks.iter().enumerate() {
         line += &format!("; blkref #{i}: file {} blk {}", b.file_id, b.block);
         if let Some(img) = &b.image {
+            // As pg_waldump: the method and, for a compressed image, its
+            // size before compression (the page less its hole).
+            let raw = page_size.saturating_sub(img.hole_length as usize);
+            let sizes = match img.compression {
+                ImageCompression::None => format!("{} bytes", img.bytes.len()),
+                _ => format!("{} bytes, {raw} bytes uncompressed", img.bytes.len()),
+            };
             line += &format!(
-                " FPW [image {} bytes, hole: offset {}, length {}, compression {:?}]",
-                img.bytes.len(),
+                " FPW [image {sizes}, hole: offset {}, length {}, compression {}]",
                 img.hole_offset,
                 img.hole_length,
-                img.compression
+                img.compression.name()
             );
         }
         if !b.data.is_empty() {
