@@ -85,7 +85,7 @@ fn bench_refuses_settings_it_does_not_have() {
     for args in [
         ["--protection", "double_writes"],
         ["--wal-compression", "pglz"],
-        ["--checkpoint-sort", "on"],
+        ["--checkpoint-sort", "sideways"],
         ["--device", "floppy"],
         ["--workload", "tpcc"],
         ["--wal-block-size", "3KB"],

@@ -35,6 +35,8 @@ pub struct BenchConfig {
     /// A device profile name (`real`: none).
     pub device: String,
     pub wal_compression: WalCompression,
+    pub checkpoint_sort: bool,
+    pub checkpoint_completion_target: f64,
 }
 
 impl Default for BenchConfig {
@@ -50,6 +52,8 @@ impl Default for BenchConfig {
             synchronous_commit: true,
             device: "real".into(),
             wal_compression: WalCompression::Off,
+            checkpoint_sort: true,
+            checkpoint_completion_target: 0.9,
         }
     }
 }
@@ -74,6 +78,8 @@ impl BenchConfig {
             max_wal_size: self.max_wal_size,
             checkpoint_timeout: self.checkpoint_timeout,
             wal_compression: self.wal_compression,
+            checkpoint_sort: self.checkpoint_sort,
+            checkpoint_completion_target: self.checkpoint_completion_target,
             ..Options::default()
         }
     }
@@ -98,6 +104,14 @@ impl BenchConfig {
         );
         m.insert("device".into(), self.device.clone());
         m.insert("wal_compression".into(), self.wal_compression.to_string());
+        m.insert(
+            "checkpoint_sort".into(),
+            if self.checkpoint_sort { "on" } else { "off" }.into(),
+        );
+        m.insert(
+            "checkpoint_completion_target".into(),
+            self.checkpoint_completion_target.to_string(),
+        );
         m
     }
 }

@@ -49,9 +49,13 @@ pub struct BenchArgs {
     /// WAL compression of full-page images to compare: off, lz4, zstd.
     #[arg(long, value_delimiter = ',', default_value = "off")]
     wal_compression: Vec<String>,
-    /// Sorted checkpoint writes (not built yet: the checkpointer writes in frame order).
-    #[arg(long)]
-    checkpoint_sort: Option<String>,
+    /// checkpoint_sort settings to compare: on (writes in file and block
+    /// order), off (buffer order, one page per write).
+    #[arg(long, value_delimiter = ',', default_value = "on")]
+    checkpoint_sort: Vec<String>,
+    /// checkpoint_completion_target (0 to 1).
+    #[arg(long, default_value_t = 0.9)]
+    checkpoint_completion_target: f64,
     /// Device model: real, hdd, hdd-bbwc, sata-ssd, nvme.
     #[arg(long, default_value = "real")]
     device: String,
@@ -104,12 +108,16 @@ fn refuse(name: &'static str, detail: String) -> Error {
 }
 
 fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
-    if let Some(s) = &a.checkpoint_sort {
-        return Err(refuse(
-            "checkpoint_sort",
-            format!("{s:?}: sorted checkpoint writes are not built yet"),
-        ));
-    }
+    let on_off = |name: &'static str, text: &str| match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(refuse(name, format!("{other:?}: use on or off"))),
+    };
+    let sorts: Vec<bool> = a
+        .checkpoint_sort
+        .iter()
+        .map(|s| on_off("checkpoint_sort", s))
+        .collect::<untorn::Result<_>>()?;
     let synchronous_commit = match a.synchronous_commit.as_str() {
         "on" => true,
         "off" => false,
@@ -147,32 +155,48 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         .collect::<untorn::Result<_>>()?;
     let timeout =
         Duration::from_secs_f64(a.checkpoint_timeout.unwrap_or(a.duration / 6.0).max(0.1));
-    let mut out = Vec::new();
-    for &protection in &protections {
-        for &data_checksums in &checksums {
-            for &page_size in &a.page_size {
-                for &wal_block_size in &a.wal_block_size {
-                    for &wal_compression in &compressions {
-                        let c = BenchConfig {
-                            protection,
-                            data_checksums,
-                            page_size: page_size as u32,
-                            wal_block_size: wal_block_size as u32,
-                            buffer_pool: a.buffer_pool,
-                            max_wal_size: a.max_wal_size,
-                            checkpoint_timeout: timeout,
-                            synchronous_commit,
-                            device: a.device.clone(),
-                            wal_compression,
-                        };
-                        c.options(0).creation.or_defaults().validate()?;
-                        out.push(c);
-                    }
-                }
-            }
-        }
+    let base = BenchConfig {
+        buffer_pool: a.buffer_pool,
+        max_wal_size: a.max_wal_size,
+        checkpoint_timeout: timeout,
+        checkpoint_completion_target: a.checkpoint_completion_target,
+        synchronous_commit,
+        device: a.device.clone(),
+        ..BenchConfig::default()
+    };
+    // Every combination of the listed values, the first axis outermost.
+    let mut out = vec![base];
+    expand(&mut out, &protections, |c, v| c.protection = v);
+    expand(&mut out, &checksums, |c, v| c.data_checksums = v);
+    expand(&mut out, &a.page_size, |c, v| c.page_size = v as u32);
+    expand(&mut out, &a.wal_block_size, |c, v| {
+        c.wal_block_size = v as u32
+    });
+    expand(&mut out, &compressions, |c, v| c.wal_compression = v);
+    expand(&mut out, &sorts, |c, v| c.checkpoint_sort = v);
+    for c in &out {
+        c.options(0).creation.or_defaults().validate()?;
+        c.options(0).validate()?;
     }
     Ok(out)
+}
+
+/// Replaces each config by one per value of an axis.
+fn expand<T: Copy>(
+    configs: &mut Vec<BenchConfig>,
+    values: &[T],
+    set: impl Fn(&mut BenchConfig, T),
+) {
+    *configs = configs
+        .iter()
+        .flat_map(|c| {
+            values.iter().map(|&v| {
+                let mut c = c.clone();
+                set(&mut c, v);
+                c
+            })
+        })
+        .collect();
 }
 
 pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
@@ -228,8 +252,13 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
     let label = |i: usize| {
         let c = &configs[i];
         format!(
-            "{} {} page {} WAL block {} wal_compression {}",
-            c.protection, c.data_checksums, c.page_size, c.wal_block_size, c.wal_compression
+            "{} {} page {} WAL block {} wal_compression {} checkpoint_sort {}",
+            c.protection,
+            c.data_checksums,
+            c.page_size,
+            c.wal_block_size,
+            c.wal_compression,
+            if c.checkpoint_sort { "on" } else { "off" }
         )
     };
     let results = run_plan(&plan, |p| match p {
