@@ -104,7 +104,11 @@ impl Engine {
     /// Stops all writing after a failure in a commit's apply phase.
     pub(crate) fn poison(&self, e: &Error) {
         self.pool.poison();
-        self.poisoned.lock().get_or_insert_with(|| e.to_string());
+        let mut poisoned = self.poisoned.lock();
+        if poisoned.is_none() {
+            tracing::error!(error = %e, "stopping: no more writes; reopen the database to recover");
+            *poisoned = Some(e.to_string());
+        }
     }
 
     /// Runs `f` and stops the engine if it fails fatally (a failed fsync:

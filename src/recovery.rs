@@ -140,6 +140,9 @@ pub fn check_reached_checkpoint(
     ))
 }
 
+/// Redo logs its position every this many records.
+const PROGRESS_EVERY: u64 = 100_000;
+
 /// The second pass: replays every record from `start` into the pool
 /// (which must be in recovery mode).
 pub fn redo(
@@ -156,11 +159,15 @@ pub fn redo(
     };
     let mut reader = WalReader::new(fs.clone(), dir, cfg, start)?;
     let mut restored = HashSet::new();
+    tracing::info!(redo = %start, end = %scan.end, "redo starting");
     while let Some(rec) = reader.next()? {
         if rec.lsn >= scan.end {
             break;
         }
         report.records_replayed += 1;
+        if report.records_replayed.is_multiple_of(PROGRESS_EVERY) {
+            tracing::info!(at = %rec.lsn, end = %scan.end, records = report.records_replayed, "redo in progress");
+        }
         match rec.data.kind {
             RecordKind::Commit => {
                 report.commits_replayed += 1;
@@ -176,14 +183,26 @@ pub fn redo(
     report.end_reason = scan.end_reason.to_string();
     for id in pool.damaged_pages() {
         if restored.contains(&id) {
+            tracing::warn!(page = %id, "damaged page repaired from its WAL image");
             report.damaged_pages_repaired.push(id.to_string());
         } else {
+            tracing::warn!(page = %id, "damaged page left as it is: no WAL record needs it");
             // Not needed by redo: drop the zeroed stand-in so that the next
             // read meets the damaged page itself and reports it.
             pool.discard_page(id);
             report.damaged_pages_left.push(id.to_string());
         }
     }
+    tracing::info!(
+        records = report.records_replayed,
+        commits = report.commits_replayed,
+        images_restored = report.pages_restored_from_images,
+        repaired = report.damaged_pages_repaired.len(),
+        left = report.damaged_pages_left.len(),
+        end = %scan.end,
+        end_reason = %report.end_reason,
+        "redo done"
+    );
     Ok(report)
 }
 

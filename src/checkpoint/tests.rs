@@ -229,3 +229,57 @@ fn checkpoints_are_counted_by_reason_with_a_line_each() {
         stats.log.iter().map(|c| c.pages_written).sum::<u64>()
     );
 }
+
+thread_local! {
+    static EVENTS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Writes into this thread's [`EVENTS`].
+struct ThisThread;
+
+impl std::io::Write for ThisThread {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        EVENTS.with(|e| e.borrow_mut().extend_from_slice(buf));
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Routes every thread's events to that thread's buffer. Global, not
+/// scoped: tracing caches whether a call site is wanted across threads,
+/// so a scoped subscriber misses events other tests' threads reached first.
+fn capture_events() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(|| ThisThread)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+    });
+    EVENTS.with(|e| e.borrow_mut().clear());
+}
+
+#[test]
+fn a_checkpoint_is_reported_through_tracing() {
+    let (clock, _) = Clock::manual();
+    let options = Options {
+        clock,
+        ..sort_options(true)
+    };
+    let (db, tables, _sim) = loaded(options, 1, 300);
+    dirty_scattered(&db, &tables, 300);
+    capture_events();
+    let log = db.checkpoint_spread().unwrap();
+    let text = EVENTS.with(|e| String::from_utf8(e.borrow().clone()).unwrap());
+    assert!(text.contains("checkpoint starting"), "{text}");
+    let done = text.lines().find(|l| l.contains("checkpoint complete"));
+    let done = done.unwrap_or_else(|| panic!("no completion line in {text}"));
+    assert!(
+        done.contains(&format!("pages_written={}", log.pages_written)),
+        "{done}"
+    );
+    assert!(done.contains("reason=Requested"), "{done}");
+}

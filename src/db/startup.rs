@@ -58,6 +58,7 @@ pub(super) fn open(
     let synced = if control.state == DbState::ShutDown {
         None
     } else {
+        tracing::info!(dir = %dir.display(), state = ?control.state, "not shut down cleanly: syncing what the last run left before recovery");
         Some(sync_after_unclean_shutdown(fs.as_ref(), dir, &control)?)
     };
     let sync_ms = sync_start.elapsed().as_secs_f64() * 1e3;

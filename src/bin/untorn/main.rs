@@ -24,6 +24,11 @@ use untorn::settings::{
     about = "A storage engine whose I/O path is a setting, and its laboratories"
 )]
 struct Cli {
+    /// The engine's events shown on stderr: error, warn, info (checkpoints,
+    /// recovery progress), debug, trace; or a tracing filter such as
+    /// `untorn=info`.
+    #[arg(long, global = true, default_value = "warn")]
+    log_level: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -179,8 +184,26 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
     }
 }
 
+/// Routes the engine's `tracing` events to stderr at `level`.
+fn init_logging(level: &str) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .map_err(|e| format!("--log-level {level:?}: {e}"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    if let Err(e) = init_logging(&cli.log_level) {
+        eprintln!("untorn: error: {e}");
+        return ExitCode::from(2);
+    }
+    match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("untorn: error: {e}");
