@@ -254,6 +254,9 @@ fn descend_path<'a>(
     let mut path = Vec::new();
     let mut cur = tree.pool.pin(tree.page(root), who)?.into_read();
     loop {
+        if path.len() > super::tree::MAX_TREE_HEIGHT {
+            return Err(tree.too_deep(cur.id()));
+        }
         let b = cur.bytes();
         if !is_node(b) || !node::covers(b, key) {
             return Err(Error::Invalid(format!(

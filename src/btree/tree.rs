@@ -17,6 +17,11 @@ use crate::page::{read_header, PageKind};
 /// A bound on restarts of one descent; reached only under a bug.
 const MAX_RESTARTS: usize = 10_000;
 
+/// More levels than any tree can have (a fan-out of 2 would hold 2^64
+/// leaves): a descent deeper than this follows a cycle of child pointers
+/// on a corrupt disk, and is refused instead of looping.
+pub(crate) const MAX_TREE_HEIGHT: usize = 64;
+
 /// One table's tree, as seen through the buffer pool.
 #[derive(Clone, Copy)]
 pub struct Tree<'a> {
@@ -61,7 +66,10 @@ impl<'a> Tree<'a> {
         'restart: for _ in 0..MAX_RESTARTS {
             let (root, _) = self.root(who)?;
             let mut cur = self.pool.pin(self.page(root), who)?.into_read();
-            loop {
+            for depth in 0.. {
+                if depth > MAX_TREE_HEIGHT {
+                    return Err(self.too_deep(cur.id()));
+                }
                 let b = cur.bytes();
                 if !is_node(b) || !node::covers(b, key) {
                     continue 'restart;
@@ -118,10 +126,29 @@ impl<'a> Tree<'a> {
                 }
             }
             match node::high_fence(b) {
-                Some(h) => from = h.to_vec(),
+                // Each leaf's high fence is above the key that found it, so
+                // the scan moves right and ends; a corrupt fence must not
+                // make it go round.
+                Some(h) if h > from.as_slice() => from = h.to_vec(),
+                Some(h) => {
+                    return Err(Error::corruption(
+                        format!("data file {}", self.file_id),
+                        leaf.id().to_string(),
+                        format!("high fence {h:?} is not above the key {from:?} that reached it"),
+                    ))
+                }
                 None => return Ok(()),
             }
         }
+    }
+
+    /// The error for a descent deeper than [`MAX_TREE_HEIGHT`].
+    pub(crate) fn too_deep(&self, at: crate::buffer::PageId) -> Error {
+        Error::corruption(
+            format!("data file {}", self.file_id),
+            at.to_string(),
+            format!("a descent went deeper than {MAX_TREE_HEIGHT} levels: the child pointers form a cycle"),
+        )
     }
 
     fn too_many_restarts(&self, key: &[u8]) -> Error {
@@ -129,5 +156,52 @@ impl<'a> Tree<'a> {
             "descent of file {} for key {key:?} restarted {MAX_RESTARTS} times: the tree is inconsistent",
             self.file_id
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{key_u64, Database, Options};
+
+    #[test]
+    fn a_cycle_of_child_pointers_is_refused_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(&dir.path().join("db"), Options::default()).unwrap();
+        let t = db.create_table("t").unwrap();
+        db.bulk_load(&t, (0..2000u64).map(|k| (key_u64(k), [1u8; 100])))
+            .unwrap();
+        let pool = &db.engine.pool;
+        let tree = Tree::new(pool, t.file_id);
+        let (root, height) = tree.root(Issuer::Client).unwrap();
+        assert!(height >= 2, "the root must be an inner node");
+        // The root's children become the root itself (as a corrupt disk
+        // could make them): every node on the way covers every key.
+        {
+            let mut w = pool
+                .pin(tree.page(root), Issuer::Client)
+                .unwrap()
+                .into_write();
+            let level = node::level(w.bytes());
+            w.mark_dirty();
+            node::make_root_inner(
+                w.bytes_mut(),
+                t.file_id,
+                root,
+                level,
+                root,
+                &key_u64(5),
+                root,
+            );
+        }
+        let e = tree.get(&key_u64(7), Issuer::Client).unwrap_err();
+        assert!(e.to_string().contains("deeper than 64 levels"), "{e}");
+        assert!(
+            e.to_string().contains(&format!("data file {}", t.file_id)),
+            "{e}"
+        );
+        // The database must not write the corrupt page back.
+        pool.poison();
+        drop(db);
     }
 }

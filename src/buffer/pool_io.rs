@@ -230,6 +230,19 @@ impl BufferPool {
                 bytes: &c.bytes,
             })
             .collect();
+        if cfg!(debug_assertions) {
+            // The bytes about to go out are the ones stamped: nothing wrote
+            // to a copy after its checksum.
+            for c in &batch {
+                let check =
+                    crate::page::verify_page(c.bytes, self.checksums, c.id.file_id, c.id.block);
+                assert!(
+                    check.is_ok(),
+                    "{} fails its checks before its write: {check:?}",
+                    c.id
+                );
+            }
+        }
         self.protection.before_in_place_writes(&batch, who)?;
         self.write_runs(&copies, who)?;
         for c in &copies {
