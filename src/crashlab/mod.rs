@@ -34,6 +34,7 @@ pub mod oracle;
 pub mod report;
 pub mod run;
 pub mod sim;
+pub mod step_clock;
 pub mod tripwire;
 pub mod workload;
 

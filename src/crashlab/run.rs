@@ -6,9 +6,11 @@ use super::faults::{self, Extra};
 use super::oracle::Oracle;
 use super::report::{CrashTestReport, Failure, ModeReport, Progress};
 use super::sim::{CrashConfig, SimFileSystem, SimImage};
+use super::step_clock::StepClock;
 use super::tripwire::TripwireFs;
 use super::workload::{self, observe, Stop, Tables};
 use super::{iteration_seed, CrashTestOptions, Fault};
+use crate::clock::Clock;
 use crate::db::{Database, Options};
 use crate::error::{Error, Result};
 use crate::file::FileSystem;
@@ -57,7 +59,9 @@ pub fn run(
 /// pages are evicted, written without fsync, between checkpoints; see
 /// [`CrashTestOptions::pool_pages`]), small
 /// WAL segments, no automatic checkpoint (the workload calls them, so an
-/// iteration replays exactly).
+/// iteration replays exactly: an iteration's engine runs on a
+/// [`StepClock`], whose time moves only in the naps of a spread checkpoint
+/// the iteration runs itself, which end before `checkpoint_timeout`).
 pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options {
     let mut o = Options::default();
     o.creation.torn_page_protection = Some(mode);
@@ -65,7 +69,8 @@ pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options 
     o.creation.page_size = Some(opts.page_size);
     o.creation.wal_segment_size = Some(1 << 20);
     o.buffer_pool_size = opts.pool_pages() * opts.page_size as u64;
-    o.checkpoint_timeout = Duration::from_secs(86_400);
+    o.checkpoint_timeout = Duration::from_secs(10);
+    o.clock = Clock::new(Arc::new(StepClock::default()));
     o.max_wal_size = 1 << 40;
     o.wal_compression = opts.wal_compression;
     o
@@ -199,6 +204,8 @@ pub struct Iteration<'a> {
     /// The next recovery's power cut, after this many calls (chosen by a
     /// scenario instead of at random).
     pub recovery_power_cut: Option<u64>,
+    /// The engine's clock: spread checkpoints take turns with the workload.
+    pub clock: Arc<StepClock>,
     /// What happened, step by step (reported with a failure).
     pub events: Vec<String>,
     /// Failures found on the way that do not end the iteration at once
@@ -260,6 +267,7 @@ impl<'a> Iteration<'a> {
             damage: None,
             lost_write: false,
             recovery_power_cut: None,
+            clock: Arc::new(StepClock::default()),
             deferred: Vec::new(),
             events: Vec::new(),
         }
@@ -282,7 +290,11 @@ impl<'a> Iteration<'a> {
     /// Opens the database on the simulation.
     pub fn open(&self) -> Result<Database> {
         let fs: Arc<dyn FileSystem> = Arc::new(self.fs.clone());
-        Database::open_with(fs, self.stats.clone(), db_dir(), self.base.options.clone())
+        let options = Options {
+            clock: Clock::new(self.clock.clone()),
+            ..self.base.options.clone()
+        };
+        Database::open_with(fs, self.stats.clone(), db_dir(), options)
     }
 
     fn run(&mut self) -> Outcome {
@@ -353,10 +365,49 @@ impl<'a> Iteration<'a> {
                 self.event(format!("checkpoint: {res:?}"));
                 let fired = self.fs.disarm();
                 self.c.crashes_in_control_file += (fired && self.power_is_cut()) as u64;
+            } else if plan < 95 {
+                let cut = self.rng.below(60);
+                self.event(format!(
+                    "spread checkpoint with commits between its naps, power cut after {cut} calls"
+                ));
+                self.sim.update_faults(|f| f.power_cut_after = Some(cut));
+                self.spread_checkpoint(&db, t)?;
+                self.c.crashes_in_checkpoint += self.power_is_cut() as u64;
             }
         }
         self.crash(Some(db));
         Ok(())
+    }
+
+    /// A checkpoint spread over its target while the workload commits in
+    /// its naps, one transaction in three naps (taking strict turns, so the
+    /// iteration replays exactly).
+    fn spread_checkpoint(&mut self, db: &Database, t: &Tables) -> Outcome {
+        let clock = self.clock.clone();
+        clock.begin();
+        let mut outcome = Ok(());
+        let (mut naps, mut commits) = (0u64, 0u64);
+        let result = std::thread::scope(|s| {
+            let checkpoint = s.spawn(|| {
+                let r = db.checkpoint_spread();
+                clock.finish();
+                r
+            });
+            while clock.wait_turn() {
+                naps += 1;
+                if outcome.is_ok() && !self.power_is_cut() && self.rng.below(3) == 0 {
+                    commits += 1;
+                    outcome = self.phase(db, t, 1, 0.0);
+                }
+                clock.resume();
+            }
+            checkpoint.join().expect("the checkpoint thread")
+        });
+        self.event(format!(
+            "spread checkpoint: {naps} naps, {commits} transactions between them: {:?}",
+            result.as_ref().map(|c| (c.pages_written, c.total_s))
+        ));
+        outcome
     }
 
     /// Notes a step of the iteration.
