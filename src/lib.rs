@@ -31,6 +31,8 @@
 //! - [`recovery`]: redo from the last checkpoint's redo point;
 //! - [`db`]: the embedded database's API: open (the startup sequence),
 //!   the catalog, checkpoints, statistics, close;
+//! - [`stats`]: every counter in one snapshot, grouped like PostgreSQL's
+//!   pg_stat views, kept across clean shutdowns in `untorn.stats`;
 //! - [`verify`]: checking every page of every data file (like pg_checksums);
 //! - [`lab`]: the benchmark laboratory (`untorn bench`);
 //! - [`crashlab`]: the crash laboratory (`untorn crashtest`) and its
@@ -55,6 +57,7 @@ pub mod protect;
 pub mod recovery;
 pub mod rng;
 pub mod settings;
+pub mod stats;
 pub mod table;
 pub mod txn;
 pub mod verify;

@@ -60,6 +60,7 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
             "data_writes",
             "data_fsyncs",
             "checkpoints",
+            "commits_per_wal_fsync",
             "cpu_us_per_txn",
             "page_writes_per_txn",
             "device",
@@ -73,6 +74,25 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
         assert_eq!(r["tps_runs"].as_array().unwrap().len(), 2);
         assert!(r["tps"].as_f64().unwrap() > 0.0, "{r}");
         assert_eq!(r["settings"]["torn_page_protection"], r["protection"]);
+        // Each run carries every view's change over its measured part.
+        for run in r["runs"].as_array().unwrap() {
+            let s = &run["statistics"];
+            let fsyncs = s["wal"]["fsyncs"].as_u64().unwrap();
+            assert!(fsyncs >= 1, "commits fsync the WAL: {run}");
+            assert!(
+                s["wal"]["commits_per_fsync"].as_f64().unwrap() >= 1.0,
+                "{run}"
+            );
+            assert!(s["io"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|row| row["kind"] == "wal" && row["fsyncs"].as_u64() >= Some(1)));
+            let log = s["checkpoint_log"].as_array().unwrap();
+            let c = &s["checkpointer"];
+            let done = c["timed"].as_u64().unwrap() + c["requested"].as_u64().unwrap();
+            assert_eq!(log.len() as u64, done, "{run}");
+        }
     }
     assert!(report.join("index.html").exists());
     // Without --keep the databases are removed.

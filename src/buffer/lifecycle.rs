@@ -188,6 +188,9 @@ impl BufferPool {
                     _ => Ok(state),
                 }
             });
+        if matches!(checked, Err(PageError::Checksum { .. })) {
+            self.stats.checksum_failures.fetch_add(1, Relaxed);
+        }
         match checked {
             Ok(PageState::New) if !recovery => Err(Error::corruption(
                 path(),

@@ -71,6 +71,8 @@ pub struct BufferStats {
     pub dirty_evictions: AtomicU64,
     pub pages_written: AtomicU64,
     pub write_batches: AtomicU64,
+    /// Pages read whose stored checksum differed from the computed one.
+    pub checksum_failures: AtomicU64,
 }
 
 /// The buffer pool.

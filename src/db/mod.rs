@@ -31,6 +31,7 @@ use crate::file::posix::PosixFileSystem;
 use crate::file::IoStats;
 use crate::file::{FileSystem, Issuer};
 use crate::recovery::RecoveryReport;
+use crate::stats::{self, Statistics};
 use crate::txn::Transaction;
 use crate::Lsn;
 use std::path::Path;
@@ -45,6 +46,8 @@ pub struct Database {
     background: Vec<JoinHandle<()>>,
     /// What recovery did at this opening.
     pub recovery: RecoveryReport,
+    /// The statistics totals of earlier openings (since the last crash).
+    pub(crate) earlier_stats: Statistics,
 }
 
 impl Database {
@@ -190,6 +193,20 @@ impl Database {
         &self.engine.pool.stats
     }
 
+    /// Every counter, totals since the last crash (kept across clean
+    /// shutdowns), grouped like PostgreSQL's pg_stat views.
+    pub fn statistics(&self) -> Statistics {
+        let e = &*self.engine;
+        Statistics::collect(stats::Sources {
+            wal: e.wal.stats(),
+            io: &e.io_stats,
+            buffer: &e.pool.stats,
+            checkpoints: self.checkpoint_stats(),
+            recovery: &self.recovery,
+        })
+        .plus(&self.earlier_stats)
+    }
+
     /// Number of checkpoints completed since opening.
     pub fn checkpoints(&self) -> u64 {
         self.engine.checkpoint.completed.load(Relaxed)
@@ -201,10 +218,21 @@ impl Database {
         self.engine.checkpoint.started.load(Relaxed)
     }
 
-    /// Closes cleanly: a shutdown checkpoint, control file "shut down".
+    /// Closes cleanly: a shutdown checkpoint, control file "shut down",
+    /// then the statistics saved (a failure to save them is only logged).
     pub fn close(mut self) -> Result<()> {
         self.stop_background();
         checkpoint::procedure::run(&self.engine, Reason::Shutdown)?;
+        // Saved after the shutdown checkpoint, naming it, as PostgreSQL
+        // writes pg_stat/ at shutdown: an opening uses them only if the
+        // control file still names that checkpoint.
+        let at = self.engine.control.lock().checkpoint_lsn;
+        stats::save_at_close(
+            self.engine.fs.as_ref(),
+            &self.engine.dir,
+            at,
+            &self.statistics(),
+        );
         Ok(())
     }
 

@@ -1,7 +1,8 @@
 //! Opening a database, in this order (each step relies on the ones before):
 //!
 //! 1. Read the control file; refuse settings that contradict it or that
-//!    this build cannot honour (`directory::open_control`).
+//!    this build cannot honour (`directory::open_control`). Load the
+//!    statistics saved at the last clean shutdown (none after a crash).
 //! 2. After an unclean shutdown, fsync what the dead process left in the
 //!    page cache (WAL from the redo segment on, data files, directories)
 //!    before trusting any of it ([`sync_after_unclean_shutdown`]).
@@ -51,6 +52,7 @@ pub(super) fn open(
     options.validate()?;
     let mut control = directory::open_control(fs.as_ref(), dir, &options.creation)?;
     let settings = control.settings.clone();
+    let earlier_stats = crate::stats::load_at_open(fs.as_ref(), dir, &control);
     let wal_dir = dir.join(WAL_DIR);
     // 2. Trust nothing the dead process left unsynced: a restart that
     // checkpointed pages over volatile WAL could lose half a commit.
@@ -142,6 +144,7 @@ pub(super) fn open(
         engine,
         background,
         recovery: report,
+        earlier_stats,
     })
 }
 

@@ -182,7 +182,7 @@ fn vs_headers(labels: &[String]) -> Vec<String> {
 type Column = (&'static str, fn(&ConfigResult) -> String);
 
 /// The full comparison's columns: see [`comparison_table`].
-const COMPARISON_COLUMNS: [Column; 16] = [
+const COMPARISON_COLUMNS: [Column; 17] = [
     ("lat avg ms", |r| fmt_num(r.latency_ms.avg)),
     ("p90 ms", |r| fmt_num(r.latency_ms.p90)),
     ("p99 ms", |r| fmt_num(r.latency_ms.p99)),
@@ -199,6 +199,7 @@ const COMPARISON_COLUMNS: [Column; 16] = [
     ("DW fsyncs", |r| thousands(r.dw_fsyncs as f64)),
     ("data writes", |r| thousands(r.data_writes as f64)),
     ("data fsyncs", |r| thousands(r.data_fsyncs as f64)),
+    ("commits/WAL fsync", |r| fmt_num(r.commits_per_wal_fsync)),
     ("checkpoints", |r| thousands(r.checkpoints as f64)),
     ("spread %", spread),
 ];
@@ -381,7 +382,7 @@ fn slug(s: &str) -> String {
 }
 
 /// The columns of summary.csv before the settings.
-pub const SUMMARY_COLUMNS: [&str; 24] = [
+pub const SUMMARY_COLUMNS: [&str; 25] = [
     "workload",
     "mode",
     "protection",
@@ -404,6 +405,7 @@ pub const SUMMARY_COLUMNS: [&str; 24] = [
     "dw_fsyncs",
     "data_writes",
     "data_fsyncs",
+    "commits_per_wal_fsync",
     "checkpoints",
     "runs_transactions",
 ];
@@ -465,6 +467,7 @@ pub fn write_csv(dir: impl AsRef<Path>, results: &[ConfigResult]) -> Result<Vec<
                 r.dw_fsyncs.to_string(),
                 r.data_writes.to_string(),
                 r.data_fsyncs.to_string(),
+                r.commits_per_wal_fsync.to_string(),
                 r.checkpoints.to_string(),
                 join(r.runs.iter().map(|x| x.transactions.to_string()).collect()),
             ];

@@ -59,6 +59,13 @@ pub struct Run {
     pub dw_fsyncs: u64,
     pub checkpoints: u64,
     pub series: Vec<Sample>,
+    /// Every counter's change over the measured part (the views of
+    /// `untorn stats`): WAL writes, fsyncs and commits per fsync, WAL bytes
+    /// written with padding, I/O by issuer (data writes, writebacks,
+    /// fsyncs), checkpoints timed and requested with their write and sync
+    /// time, and in `checkpoint_log` each checkpoint completed in the run.
+    #[serde(default)]
+    pub statistics: crate::stats::Statistics,
 }
 
 /// Every run of one (workload, settings) combination and their summary:
@@ -89,6 +96,9 @@ pub struct ConfigResult {
     pub data_writes: u64,
     pub data_fsyncs: u64,
     pub checkpoints: u64,
+    /// WAL flush requests (commits) per WAL fsync over all runs.
+    #[serde(default)]
+    pub commits_per_wal_fsync: f64,
     pub cpu_us_per_txn: f64,
     pub page_writes_per_txn: f64,
     /// Every setting the runs used, by name.
@@ -129,6 +139,12 @@ impl ConfigResult {
         self.data_writes = sum(|r| r.data_writes);
         self.data_fsyncs = sum(|r| r.data_fsyncs);
         self.checkpoints = sum(|r| r.checkpoints);
+        let fsyncs = sum(|r| r.statistics.wal.fsyncs);
+        self.commits_per_wal_fsync = if fsyncs > 0 {
+            sum(|r| r.statistics.wal.flush_requests) as f64 / fsyncs as f64
+        } else {
+            0.0
+        };
         self.page_writes_per_txn = self.data_writes as f64 / txns as f64;
         let cpu: f64 = self
             .runs
@@ -154,6 +170,14 @@ mod tests {
             wal_fpi_bytes_uncompressed: txns * 90,
             data_writes: txns,
             cpu_us_per_txn: 10.0,
+            statistics: crate::stats::Statistics {
+                wal: crate::stats::WalView {
+                    flush_requests: txns,
+                    fsyncs: txns / 10,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
             latency_ms: LatencyMs {
                 avg: tps,
                 ..Default::default()
@@ -174,5 +198,6 @@ mod tests {
         assert_eq!(c.fpi_bytes_uncompressed_per_txn, 90.0);
         assert_eq!(c.tps_spread_pct, 100.0);
         assert_eq!(c.cpu_us_per_txn, 10.0);
+        assert_eq!(c.commits_per_wal_fsync, 10.0);
     }
 }

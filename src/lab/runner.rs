@@ -19,6 +19,7 @@ use crate::file::{FileKind, FileSystem};
 use crate::file::{IoOp, IoStats};
 use crate::lab::result::{LatencyMs, Run, Sample};
 use crate::lab::workload::{Outcome, Rng, Tables, Workload};
+use crate::stats::Statistics;
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use std::path::Path;
@@ -318,7 +319,7 @@ pub fn run_once(
             })
             .collect(),
     };
-    let mut series: Option<(Counters, Series)> = None;
+    let mut series: Option<(Counters, Statistics, Series)> = None;
     let totals: Vec<ClientTotals> = std::thread::scope(|s| {
         let shared = &shared;
         let clients: Vec<_> = (0..spec.clients)
@@ -327,6 +328,8 @@ pub fn run_once(
         // The calling thread is the sampler.
         if shared.sleep_until(measure_start) {
             let base = Counters::read(db);
+            // Every view, for the run's deltas (the series needs none).
+            let base_stats = db.statistics();
             shared.measuring.store(true, Release);
             let mut ser = Series::new(db, measure_start, base);
             let mut tick = 1u32;
@@ -348,7 +351,7 @@ pub fn run_once(
                 }
                 tick += 1;
             }
-            series = Some((base, ser));
+            series = Some((base, base_stats, ser));
         }
         shared.stop.store(true, Relaxed);
         clients
@@ -359,7 +362,7 @@ pub fn run_once(
     if let Some(e) = shared.failed.lock().take() {
         return Err(e);
     }
-    let Some((base, mut ser)) = series else {
+    let Some((base, base_stats, mut ser)) = series else {
         return Err(Error::Invalid("the run stopped before measuring".into()));
     };
     // The last (possibly partial) second: every client has stopped, so
@@ -368,6 +371,7 @@ pub fn run_once(
         ser.close(&shared, shared.end);
     }
     let end = Counters::read(db);
+    let statistics = db.statistics().since(&base_stats);
     let mut hist = histogram(3);
     let (mut transactions, mut retries) = (0, 0);
     for t in &totals {
@@ -414,6 +418,7 @@ pub fn run_once(
         dw_fsyncs: end.dw_fsyncs - base.dw_fsyncs,
         checkpoints: end.checkpoints - base.checkpoints,
         series: ser.samples,
+        statistics,
     })
 }
 

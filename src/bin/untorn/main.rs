@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod crashtest;
 mod inspect;
+mod stats;
 mod verify;
 mod waldump;
 
@@ -61,6 +62,15 @@ enum Command {
         /// Stop after this many records.
         #[arg(long)]
         limit: Option<u64>,
+    },
+    /// Print the statistics saved at the last clean shutdown, in tables
+    /// like PostgreSQL's pg_stat_wal, pg_stat_io and pg_stat_checkpointer.
+    /// Reads the files only; says so when the figures are not current.
+    Stats {
+        dir: PathBuf,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
     },
     /// Check every page of every data file (like pg_checksums --check).
     /// Exit status 1 if any page fails.
@@ -175,6 +185,7 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
             limit,
         } => waldump::run(posix(), &dir, start.as_deref(), stats, limit),
         Command::Verify { dir, json } => verify::run(posix().as_ref(), &dir, json),
+        Command::Stats { dir, json } => stats::run(posix().as_ref(), &dir, json),
         Command::Check(args) => check::run(posix().as_ref(), &args),
         Command::BenchChecksums { page_size, seconds } => {
             bench::checksums(page_size as usize, seconds)
