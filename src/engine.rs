@@ -11,13 +11,13 @@ use crate::error::{Error, Result};
 use crate::file::FileSystem;
 use crate::file::IoStats;
 use crate::options::Options;
-use crate::settings::CreationSettings;
+use crate::settings::{CreationSettings, TornPageProtection};
 use crate::txn::lock::LockManager;
 use crate::wal::Wal;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 use std::sync::Arc;
 
 /// The state shared by every handle and transaction of an open database.
@@ -25,8 +25,13 @@ pub(crate) struct Engine {
     pub(crate) dir: PathBuf,
     pub(crate) fs: Arc<dyn FileSystem>,
     pub(crate) io_stats: Arc<IoStats>,
+    /// As the control file had them at opening; the torn-page protection
+    /// in force is [`Engine::protection`] (an opening may switch it).
     pub(crate) settings: CreationSettings,
     pub(crate) options: Options,
+    /// The torn-page protection in force, by its on-disk code: the control
+    /// file's until `protect::switch` records another.
+    protection: AtomicU8,
     pub(crate) control: Mutex<ControlFile>,
     pub(crate) wal: Arc<Wal>,
     pub(crate) pool: BufferPool,
@@ -67,6 +72,7 @@ impl Engine {
             fs,
             io_stats,
             settings: control.settings.clone(),
+            protection: AtomicU8::new(control.settings.torn_page_protection.code()),
             locks: LockManager::new(options.deadlock_timeout),
             options,
             control: Mutex::new(control),
@@ -135,6 +141,19 @@ impl Engine {
     /// Marks `file_id` dropped once every commit applying now is done.
     pub(crate) fn mark_dropped(&self, file_id: u32) {
         self.dropped.write().insert(file_id);
+    }
+
+    /// The torn-page protection in force: what the image decision uses.
+    pub(crate) fn protection(&self) -> TornPageProtection {
+        // Only codes of valid modes are ever stored.
+        TornPageProtection::from_code(self.protection.load(Acquire))
+            .unwrap_or(self.settings.torn_page_protection)
+    }
+
+    /// Puts `mode` in force; only `protect::switch` calls it, once the
+    /// control file records `mode` durably.
+    pub(crate) fn set_protection(&self, mode: TornPageProtection) {
+        self.protection.store(mode.code(), Release);
     }
 
     /// The next transaction id.

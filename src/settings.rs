@@ -2,6 +2,8 @@
 //!
 //! Settings marked "fixed at creation" are stored in the control file; opening
 //! a database with a contradicting value is an error naming both values.
+//! `torn_page_protection` is stored there too but may change at an opening
+//! (the switch: [`crate::protect::switch`]).
 //! docs/SETTINGS.md lists them all and must stay in step with this file.
 
 use crate::error::{Error, Result};
@@ -22,7 +24,8 @@ pub enum ChecksumAlgorithm {
     Crc32c,
 }
 
-/// Torn-page protection mode (`torn_page_protection`), fixed at creation.
+/// Torn-page protection mode (`torn_page_protection`), recorded in the
+/// control file; an opening asking for another one switches to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TornPageProtection {
@@ -121,8 +124,8 @@ pub const PAGE_SIZES: &[u32] = &[4096, 8192, 16384, 32768];
 /// WAL block sizes a database may be created with.
 pub const WAL_BLOCK_SIZES: &[u32] = &[1024, 2048, 4096, 8192, 16384, 32768, 65536];
 
-/// The settings fixed when a database is created and stored in its control
-/// file.
+/// The settings stored in a database's control file: fixed when it is
+/// created, except `torn_page_protection`, which an opening may switch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreationSettings {
     /// Data page size in bytes: 4, 8, 16 or 32 KB. Default 8 KB.
@@ -137,7 +140,8 @@ pub struct CreationSettings {
     pub data_segment_size: u64,
     /// Page checksum algorithm. Default crc32c.
     pub data_checksums: ChecksumAlgorithm,
-    /// Torn-page protection. Default full_pages.
+    /// Torn-page protection. Default full_pages. Not fixed: an opening that
+    /// asks for another mode switches (see [`crate::protect::switch`]).
     pub torn_page_protection: TornPageProtection,
 }
 
@@ -204,7 +208,9 @@ impl CreationSettings {
     }
 
     /// Compares a request against what the database was created with. Each
-    /// `Some` field of `requested` must equal the stored value.
+    /// `Some` field of `requested` must equal the stored value, except
+    /// `torn_page_protection`: another mode is a switch, checked by
+    /// [`crate::protect::switch::check`].
     pub fn check_requested(&self, requested: &RequestedCreationSettings) -> Result<()> {
         fn cmp<T: PartialEq + fmt::Display>(
             name: &'static str,
@@ -241,17 +247,19 @@ impl CreationSettings {
             self.data_checksums,
             requested.data_checksums,
         )?;
-        cmp(
-            "torn_page_protection",
+        crate::protect::switch::check(
             self.torn_page_protection,
-            requested.torn_page_protection,
-        )?;
-        Ok(())
+            requested
+                .torn_page_protection
+                .unwrap_or(self.torn_page_protection),
+        )
     }
 }
 
 /// Creation settings a caller asks for when opening an existing database:
-/// `None` means "whatever the database has".
+/// `None` means "whatever the database has". `torn_page_protection` is the
+/// mode of a new database, and at an opening the mode to run with: another
+/// than the database's switches it after recovery.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RequestedCreationSettings {
     pub page_size: Option<u32>,
@@ -347,6 +355,19 @@ mod tests {
             e.contains("8192") && e.contains("16384") && e.contains("page_size"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn another_protection_is_a_switch_not_a_mismatch() {
+        let disk = CreationSettings::default();
+        let mut req = RequestedCreationSettings {
+            torn_page_protection: Some(TornPageProtection::Off),
+            ..Default::default()
+        };
+        disk.check_requested(&req).unwrap();
+        req.torn_page_protection = Some(TornPageProtection::DoubleWrites);
+        let e = disk.check_requested(&req).unwrap_err().to_string();
+        assert!(e.contains("from full_pages to double_writes"), "{e}");
     }
 
     #[test]

@@ -146,3 +146,22 @@ fn check_names_a_damaged_page_and_a_database_it_cannot_open() {
         .expect_stderr("nothing");
     check(&dir, &["--workload", "tpcc"]).expect_refused(&["tpcc"]);
 }
+
+#[test]
+fn check_switches_torn_page_protection_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = Database::create(&dir, Options::default()).unwrap();
+    let t = db.create_table("t").unwrap();
+    common::insert_rows(&db, &t, 0..200);
+    db.close().unwrap();
+    check(&dir, &["--torn-page-protection", "off"])
+        .expect_code(0)
+        .expect_stdout("open: torn_page_protection switched from full_pages to off");
+    let db = Database::open(&dir, Options::default()).unwrap();
+    assert_eq!(db.settings().torn_page_protection.to_string(), "off");
+    db.close().unwrap();
+    check(&dir, &["--torn-page-protection", "double_writes"])
+        .expect_code(3)
+        .expect_stderr("from off to double_writes");
+}

@@ -10,6 +10,8 @@
 //! detection rate.
 
 use super::run::{data_dir, Damage, Iteration, DB_DIR};
+use super::Fault;
+use crate::control::ControlFile;
 use crate::db::Database;
 use crate::file::segmented::parse_segment_name;
 use crate::file::FileSystem;
@@ -64,6 +66,9 @@ impl Iteration<'_> {
                 pages.insert((t.path.clone(), p));
             }
         }
+        // Judged by the mode the next recovery runs under: the control
+        // file's, which a switch may have changed.
+        let off = self.mode_on_disk() == TornPageProtection::Off;
         let settings = self.base.options.creation.or_defaults();
         let per_segment = settings.pages_per_data_segment();
         for (path, p) in pages {
@@ -92,7 +97,7 @@ impl Iteration<'_> {
                 continue;
             }
             self.c.torn_pages_injected += 1;
-            if self.mode == TornPageProtection::Off {
+            if off {
                 self.damage.get_or_insert(Damage::Torn);
             }
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -135,7 +140,7 @@ impl Iteration<'_> {
             fs,
             self.stats.clone(),
             Path::new(DB_DIR),
-            self.base.options.clone(),
+            self.options.clone(),
         );
         let calls = trial.op_count() - before;
         drop(db);
@@ -155,7 +160,13 @@ impl Iteration<'_> {
     /// while it replaces the control file). `None`: the engine refused to
     /// open, naming damage it was allowed to only detect.
     pub fn recover(&mut self) -> std::result::Result<Option<Database>, String> {
+        let switching = self.maybe_switch(true);
         for attempt in 0.. {
+            if attempt > 0 && attempt < 3 && switching {
+                // Again, or back from where the last crash left it.
+                self.maybe_switch(false);
+            }
+            let from = self.mode_on_disk();
             if let Some(cut) = self.recovery_power_cut.take() {
                 self.event(format!("recovery, power cut after {cut} calls"));
                 self.sim.update_faults(|f| f.power_cut_after = Some(cut));
@@ -176,6 +187,17 @@ impl Iteration<'_> {
             match res {
                 Ok(db) if !cut => {
                     self.sim.update_faults(|f| f.power_cut_after = None);
+                    let now = db.settings().torn_page_protection;
+                    if now != from {
+                        self.c.faults.switches_recorded += 1;
+                        self.event(format!("switched from {from} to {now}"));
+                    }
+                    if now != self.mode_on_disk() {
+                        return Err(format!(
+                            "the database runs with {now} but its control file records {}",
+                            self.mode_on_disk()
+                        ));
+                    }
                     return self.recovered(db).map(Some);
                 }
                 Ok(db) => self.crash(Some(db)),
@@ -183,8 +205,50 @@ impl Iteration<'_> {
                 Err(e) => return self.detected(format!("reopening: {e}")).map(|()| None),
             }
             self.c.crashes_in_recovery += 1;
+            if switching && self.options.creation.torn_page_protection != Some(from) {
+                self.c.faults.crashes_in_switch += 1;
+            }
         }
         unreachable!("the loop returns")
+    }
+
+    /// The protection mode the database's control file records now (the
+    /// base's if it cannot be read).
+    pub fn mode_on_disk(&self) -> TornPageProtection {
+        let path = ControlFile::path(Path::new(DB_DIR));
+        let bytes = self.sim.live_bytes(&path).unwrap_or_default();
+        ControlFile::decode(&bytes, &path).map_or(self.mode, |c| c.settings.torn_page_protection)
+    }
+
+    /// With `switch`, now and then asks the next opening for the other
+    /// protection mode than the control file's, and (`first`: at the first
+    /// attempt; else half the time) cuts the power at any of that
+    /// opening's calls. True if it asked.
+    fn maybe_switch(&mut self, first: bool) -> bool {
+        if !self.opts.has(Fault::Switch) || !self.rng.chance(0.5) {
+            return false;
+        }
+        let to = match self.mode_on_disk() {
+            TornPageProtection::FullPages => TornPageProtection::Off,
+            _ => TornPageProtection::FullPages,
+        };
+        self.options.creation.torn_page_protection = Some(to);
+        self.switched = true;
+        self.c.faults.protection_switches += 1;
+        let cut = self.recovery_power_cut.is_none() && (first || self.rng.chance(0.5));
+        if cut && self.rng.chance(0.7) {
+            // Any call; half the time one of the last third, where the
+            // end-of-recovery checkpoint and the switch itself write.
+            let calls = self.calls_to_open().max(1);
+            let from = if self.rng.chance(0.5) {
+                calls * 2 / 3
+            } else {
+                0
+            };
+            self.recovery_power_cut = Some(from + self.rng.below(calls - from));
+        }
+        self.event(format!("reopening with torn_page_protection {to}"));
+        true
     }
 
     fn recovered(&mut self, db: Database) -> std::result::Result<Database, String> {

@@ -26,7 +26,9 @@
 //! The laboratory knows nothing of particular protection modes: it asks the
 //! engine to create a database in each mode it is given, reports "not
 //! built" where the engine refuses, and holds every mode other than `off`
-//! to "every torn page repaired".
+//! to "every torn page repaired". With the `switch` fault a database
+//! changes mode: a crash is then judged by the mode its control file
+//! records, the one the next recovery runs under.
 
 mod crash;
 pub mod faults;
@@ -80,11 +82,16 @@ pub enum Fault {
     /// unsynced writes stay readable and may still vanish or tear. The next
     /// run recovers and works, then the power fails.
     ProcessCrash,
+    /// A restart asks for the other torn-page protection (`full_pages` and
+    /// `off` trade places), the power is cut at any call of that opening
+    /// now and then, the next opening switches again or back, and the
+    /// database then works under the new mode and loses power again.
+    Switch,
 }
 
 impl Fault {
     /// Every fault, in documentation order.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 11] = [
         Fault::Drop,
         Fault::Reorder,
         Fault::Tear,
@@ -95,6 +102,7 @@ impl Fault {
         Fault::Zero,
         Fault::Unreadable,
         Fault::ProcessCrash,
+        Fault::Switch,
     ];
     /// The faults of a plain `untorn crashtest`.
     pub const DEFAULT: [Fault; 4] = [
@@ -116,6 +124,7 @@ impl Fault {
             Fault::Zero => "zero",
             Fault::Unreadable => "unreadable",
             Fault::ProcessCrash => "process_crash",
+            Fault::Switch => "switch",
         }
     }
 }
@@ -360,7 +369,8 @@ mod tests {
 
     #[test]
     fn fault_lists_parse_and_unknown_names_are_named() {
-        let all = "drop,reorder,tear,eio,enospc,bitflip,misdirect,zero,unreadable,process_crash";
+        let all =
+            "drop,reorder,tear,eio,enospc,bitflip,misdirect,zero,unreadable,process_crash,switch";
         assert_eq!(parse_faults(all).unwrap(), Fault::ALL.to_vec());
         assert_eq!(
             parse_faults(" tear , drop,tear").unwrap(),

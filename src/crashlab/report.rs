@@ -65,6 +65,12 @@ pub struct FaultCounts {
     /// Processes killed with the page cache kept (each followed, after a
     /// restart that recovered and worked, by a power loss).
     pub process_crashes: u64,
+    /// Openings after a crash that asked for the other torn-page
+    /// protection; power cuts during them; and switches that completed
+    /// (the opening ran with the new mode recorded).
+    pub protection_switches: u64,
+    pub crashes_in_switch: u64,
+    pub switches_recorded: u64,
 }
 
 /// Everything one protection mode went through.
@@ -176,8 +182,11 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
     }
     m.silent_corruptions += it.silent_corruptions;
     let (f, g) = (&mut m.faults, &it.faults);
-    let pairs: [(&mut u64, u64); 18] = [
+    let pairs: [(&mut u64, u64); 21] = [
         (&mut f.process_crashes, g.process_crashes),
+        (&mut f.protection_switches, g.protection_switches),
+        (&mut f.crashes_in_switch, g.crashes_in_switch),
+        (&mut f.switches_recorded, g.switches_recorded),
         (&mut f.fsync_failures, g.fsync_failures),
         (&mut f.engine_stopped, g.engine_stopped),
         (&mut f.disk_full, g.disk_full),

@@ -206,6 +206,12 @@ pub struct Iteration<'a> {
     pub recovery_power_cut: Option<u64>,
     /// The engine's clock: spread checkpoints take turns with the workload.
     pub clock: Arc<StepClock>,
+    /// The options of the next opening: the base's, but for the torn-page
+    /// protection a `switch` asks for.
+    pub options: Options,
+    /// A recovery asked for the other protection mode (`switch`): the
+    /// iteration then works and crashes once more under it.
+    pub switched: bool,
     /// What happened, step by step (reported with a failure).
     pub events: Vec<String>,
     /// Failures found on the way that do not end the iteration at once
@@ -268,6 +274,8 @@ impl<'a> Iteration<'a> {
             lost_write: false,
             recovery_power_cut: None,
             clock: Arc::new(StepClock::default()),
+            options: base.options.clone(),
+            switched: false,
             deferred: Vec::new(),
             events: Vec::new(),
         }
@@ -292,7 +300,7 @@ impl<'a> Iteration<'a> {
         let fs: Arc<dyn FileSystem> = Arc::new(self.fs.clone());
         let options = Options {
             clock: Clock::new(self.clock.clone()),
-            ..self.base.options.clone()
+            ..self.options.clone()
         };
         Database::open_with(fs, self.stats.clone(), db_dir(), options)
     }
@@ -323,11 +331,24 @@ impl<'a> Iteration<'a> {
             }
             _ => self.power_cut(db, &tables)?,
         }
-        let Some(db) = self.recover()? else {
+        let Some(mut db) = self.recover()? else {
             return Ok(());
         };
         if !self.check(&db)? {
             return Ok(());
+        }
+        if std::mem::take(&mut self.switched) {
+            // Work under the mode switched to and lose power again: the
+            // first changes after the switch must be protected its way.
+            let t = Tables::of(&db).map_err(|e| e.to_string())?;
+            self.power_cut(db, &t)?;
+            db = match self.recover()? {
+                Some(db) => db,
+                None => return Ok(()),
+            };
+            if !self.check(&db)? {
+                return Ok(());
+            }
         }
         match extra {
             Some(Extra::Bitflip) => faults::bit_flip(self, db),

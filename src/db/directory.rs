@@ -81,7 +81,10 @@ pub fn create(
 }
 
 /// Reads the control file of an existing database and checks the requested
-/// creation settings against it; a contradiction names both values.
+/// creation settings against it; a contradiction names both values. A
+/// requested torn-page protection other than the database's is a switch,
+/// refused here where unsafe and made after recovery
+/// ([`crate::protect::switch`]).
 pub fn open_control(
     fs: &dyn FileSystem,
     dir: &Path,

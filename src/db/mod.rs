@@ -89,9 +89,12 @@ impl Database {
         startup::open(fs, io_stats, dir, options)
     }
 
-    /// The creation settings of this database.
-    pub fn settings(&self) -> &crate::settings::CreationSettings {
-        &self.engine.settings
+    /// The settings of this database, with the torn-page protection in
+    /// force (which an opening may have switched).
+    pub fn settings(&self) -> crate::settings::CreationSettings {
+        let mut settings = self.engine.settings.clone();
+        settings.torn_page_protection = self.engine.protection();
+        settings
     }
 
     /// Starts a transaction.

@@ -19,7 +19,9 @@
 //! 8. Create the catalog if the database is new; load it; remove data
 //!    files no table owns.
 //! 9. Checkpoint (end of recovery), so the control file says "in
-//!    production" with a redo point past everything replayed.
+//!    production" with a redo point past everything replayed. Steps 5 to 9
+//!    run under the control file's torn-page protection; only then is a
+//!    different requested mode recorded and used (`protect::switch`).
 //! 10. Start the background threads (checkpointer, WAL writer).
 
 use super::{catalog, directory, Database};
@@ -138,6 +140,7 @@ pub(super) fn open(
     catalog::remove_orphan_files(&engine)?;
     // 9.
     checkpoint::procedure::run(&engine, Reason::EndOfRecovery)?;
+    crate::protect::switch::after_end_of_recovery(&engine)?;
     // 10.
     let background = checkpoint::background::spawn(engine.clone());
     Ok(Database {

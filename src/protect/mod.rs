@@ -2,8 +2,9 @@
 //!
 //! A data page is bigger than what the device writes atomically (a 512-byte
 //! or 4 KB sector), so a power loss during its write can leave it half old,
-//! half new. The checksum detects that; the policy chosen at creation
-//! (`torn_page_protection`) decides whether it is repaired:
+//! half new. The checksum detects that; the policy recorded in the control
+//! file (`torn_page_protection`, chosen at creation, switched at an opening
+//! by [`switch`]) decides whether it is repaired:
 //! - `full_pages` ([`full_pages`]): the first change of a page after each
 //!   checkpoint's redo point logs the whole page in the WAL; redo starts
 //!   from that image, so whatever a torn write left is overwritten.
@@ -25,6 +26,7 @@
 
 pub mod double_writes;
 pub mod full_pages;
+pub mod switch;
 
 use crate::buffer::{PageCopyRef, PageWriteProtection};
 use crate::error::Result;

@@ -196,7 +196,7 @@ fn check_record_len(
     groups: &[LeafGroup<'_>],
 ) -> Result<u64> {
     let db = tx.engine;
-    let full_pages = db.settings.torn_page_protection == TornPageProtection::FullPages;
+    let full_pages = db.protection() == TornPageProtection::FullPages;
     // Groups naming the same leaf are merged by apply: count each once.
     let mut data: std::collections::BTreeMap<PageId, usize> = Default::default();
     for g in groups {
@@ -312,7 +312,7 @@ fn apply(
             return Ok(None);
         }
     }
-    let protection = db.settings.torn_page_protection;
+    let protection = db.protection();
     // Held until the record is in: the redo point cannot move between the
     // image decision and the insert, and no table is dropped meanwhile.
     let redo = db.checkpoint.redo_point.hold();

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use untorn::control::{ControlFile, DbState};
 use untorn::file::{FileSystem, Issuer};
 use untorn::lab::workload::check::CheckedWorkload;
-use untorn::{Database, Options};
+use untorn::{Database, Options, TornPageProtection};
 
 /// A check failed: a page, an invariant, or a read while checking.
 const FAILED: u8 = 1;
@@ -22,6 +22,11 @@ pub struct CheckArgs {
     /// [default: every one whose tables the database holds].
     #[arg(long)]
     workload: Option<String>,
+    /// Open with this torn-page protection (full_pages or off): a database
+    /// in another mode is switched to it after recovery, and keeps it
+    /// [default: the database's].
+    #[arg(long)]
+    torn_page_protection: Option<String>,
 }
 
 pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
@@ -29,18 +34,31 @@ pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
         Some(name) => Some(CheckedWorkload::by_name(name)?),
         None => None,
     };
+    let mut options = Options::default();
+    options.creation.torn_page_protection = a
+        .torn_page_protection
+        .as_deref()
+        .map(str::parse::<TornPageProtection>)
+        .transpose()?;
     let dir = &a.dir;
     // Read before the opening changes it: a database found shut down is
     // closed again, so the check leaves it shut down.
-    let was_shut_down = match ControlFile::read(fs, dir, Issuer::Tool) {
-        Ok(c) => c.state == DbState::ShutDown,
+    let (was_shut_down, mode) = match ControlFile::read(fs, dir, Issuer::Tool) {
+        Ok(c) => (
+            c.state == DbState::ShutDown,
+            c.settings.torn_page_protection,
+        ),
         Err(e) => return Ok(not_opened(dir, &e)),
     };
-    let db = match Database::open(dir, Options::default()) {
+    let db = match Database::open(dir, options) {
         Ok(db) => db,
         Err(e) => return Ok(not_opened(dir, &e)),
     };
     let mut ok = recovered(&db, was_shut_down);
+    let now = db.settings().torn_page_protection;
+    if now != mode {
+        println!("open: torn_page_protection switched from {mode} to {now}");
+    }
     ok &= verified(fs, dir)?;
     let workloads = match workloads {
         Some(w) => vec![w],

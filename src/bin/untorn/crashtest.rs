@@ -22,7 +22,7 @@ pub struct CrashTestArgs {
     #[arg(long, default_value_t = 512)]
     sector_size: usize,
     /// Faults: drop, reorder, tear, eio, enospc, bitflip, misdirect, zero,
-    /// unreadable, process_crash (or none).
+    /// unreadable, process_crash, switch (or none).
     #[arg(long, default_value = "drop,reorder,tear,process_crash")]
     faults: String,
     /// Page checksums: fnv or crc32c.
