@@ -57,7 +57,8 @@ pub fn run(
 /// pages are evicted, written without fsync, between checkpoints; see
 /// [`CrashTestOptions::pool_pages`]), small
 /// WAL segments, no automatic checkpoint (the workload calls them, so an
-/// iteration replays exactly).
+/// iteration replays exactly) and, for the same reason, no background
+/// writer (its rounds follow real time).
 pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options {
     let mut o = Options::default();
     o.creation.torn_page_protection = Some(mode);
@@ -67,6 +68,7 @@ pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options 
     o.buffer_pool_size = opts.pool_pages() * opts.page_size as u64;
     o.checkpoint_timeout = Duration::from_secs(86_400);
     o.max_wal_size = 1 << 40;
+    o.bgwriter_lru_maxpages = 0;
     o.wal_compression = opts.wal_compression;
     o
 }

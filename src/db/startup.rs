@@ -19,7 +19,7 @@
 //!    files no table owns.
 //! 9. Checkpoint (end of recovery), so the control file says "in
 //!    production" with a redo point past everything replayed.
-//! 10. Start the background threads (checkpointer, WAL writer).
+//! 10. Start the background threads (checkpointer, background writer, WAL writer).
 
 use super::{catalog, directory, Database};
 use crate::btree::{self, smo, Tree};
