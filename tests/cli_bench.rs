@@ -59,6 +59,10 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
             "dw_fsyncs",
             "data_writes",
             "data_fsyncs",
+            "client_page_writes",
+            "bgwriter_page_writes",
+            "checkpointer_page_writes",
+            "client_write_pct",
             "checkpoints",
             "cpu_us_per_txn",
             "page_writes_per_txn",
@@ -87,6 +91,7 @@ fn bench_refuses_settings_it_does_not_have() {
         ["--wal-compression", "pglz"],
         ["--checkpoint-sort", "on"],
         ["--device", "floppy"],
+        ["--bgwriter", "sometimes"],
         ["--workload", "tpcc"],
         ["--wal-block-size", "3KB"],
     ] {

@@ -35,6 +35,8 @@ pub struct BenchConfig {
     /// A device profile name (`real`: none).
     pub device: String,
     pub wal_compression: WalCompression,
+    /// `bgwriter_lru_maxpages` (0: no background writer).
+    pub bgwriter_lru_maxpages: u32,
 }
 
 impl Default for BenchConfig {
@@ -50,6 +52,7 @@ impl Default for BenchConfig {
             synchronous_commit: true,
             device: "real".into(),
             wal_compression: WalCompression::Off,
+            bgwriter_lru_maxpages: Options::default().bgwriter_lru_maxpages,
         }
     }
 }
@@ -74,6 +77,7 @@ impl BenchConfig {
             max_wal_size: self.max_wal_size,
             checkpoint_timeout: self.checkpoint_timeout,
             wal_compression: self.wal_compression,
+            bgwriter_lru_maxpages: self.bgwriter_lru_maxpages,
             ..Options::default()
         }
     }
@@ -98,6 +102,10 @@ impl BenchConfig {
         );
         m.insert("device".into(), self.device.clone());
         m.insert("wal_compression".into(), self.wal_compression.to_string());
+        m.insert(
+            "bgwriter_lru_maxpages".into(),
+            o.bgwriter_lru_maxpages.to_string(),
+        );
         m
     }
 }

@@ -182,7 +182,7 @@ fn vs_headers(labels: &[String]) -> Vec<String> {
 type Column = (&'static str, fn(&ConfigResult) -> String);
 
 /// The full comparison's columns: see [`comparison_table`].
-const COMPARISON_COLUMNS: [Column; 16] = [
+const COMPARISON_COLUMNS: [Column; 17] = [
     ("lat avg ms", |r| fmt_num(r.latency_ms.avg)),
     ("p90 ms", |r| fmt_num(r.latency_ms.p90)),
     ("p99 ms", |r| fmt_num(r.latency_ms.p99)),
@@ -199,6 +199,7 @@ const COMPARISON_COLUMNS: [Column; 16] = [
     ("DW fsyncs", |r| thousands(r.dw_fsyncs as f64)),
     ("data writes", |r| thousands(r.data_writes as f64)),
     ("data fsyncs", |r| thousands(r.data_fsyncs as f64)),
+    ("client writes %", |r| format!("{:.1}", r.client_write_pct)),
     ("checkpoints", |r| thousands(r.checkpoints as f64)),
     ("spread %", spread),
 ];
@@ -381,7 +382,7 @@ fn slug(s: &str) -> String {
 }
 
 /// The columns of summary.csv before the settings.
-pub const SUMMARY_COLUMNS: [&str; 24] = [
+pub const SUMMARY_COLUMNS: [&str; 28] = [
     "workload",
     "mode",
     "protection",
@@ -404,6 +405,10 @@ pub const SUMMARY_COLUMNS: [&str; 24] = [
     "dw_fsyncs",
     "data_writes",
     "data_fsyncs",
+    "client_page_writes",
+    "bgwriter_page_writes",
+    "checkpointer_page_writes",
+    "client_write_pct",
     "checkpoints",
     "runs_transactions",
 ];
@@ -465,6 +470,10 @@ pub fn write_csv(dir: impl AsRef<Path>, results: &[ConfigResult]) -> Result<Vec<
                 r.dw_fsyncs.to_string(),
                 r.data_writes.to_string(),
                 r.data_fsyncs.to_string(),
+                r.client_page_writes.to_string(),
+                r.bgwriter_page_writes.to_string(),
+                r.checkpointer_page_writes.to_string(),
+                r.client_write_pct.to_string(),
                 r.checkpoints.to_string(),
                 join(r.runs.iter().map(|x| x.transactions.to_string()).collect()),
             ];

@@ -52,6 +52,10 @@ pub struct BenchArgs {
     /// Sorted checkpoint writes (not built yet: the checkpointer writes in frame order).
     #[arg(long)]
     checkpoint_sort: Option<String>,
+    /// Background writer settings to compare: on (bgwriter_lru_maxpages
+    /// 100, the default), off (0), or a bgwriter_lru_maxpages (1 to 1000).
+    #[arg(long, value_delimiter = ',', default_value = "on")]
+    bgwriter: Vec<String>,
     /// Device model: real, hdd, hdd-bbwc, sata-ssd, nvme.
     #[arg(long, default_value = "real")]
     device: String,
@@ -145,6 +149,20 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         .iter()
         .map(|c| c.parse())
         .collect::<untorn::Result<_>>()?;
+    let bgwriters: Vec<u32> = a
+        .bgwriter
+        .iter()
+        .map(|b| match b.as_str() {
+            "on" => Ok(untorn::Options::default().bgwriter_lru_maxpages),
+            "off" => Ok(0),
+            n => n.parse().map_err(|_| {
+                refuse(
+                    "bgwriter",
+                    format!("{n:?} is not on, off or a number of pages"),
+                )
+            }),
+        })
+        .collect::<untorn::Result<_>>()?;
     let timeout =
         Duration::from_secs_f64(a.checkpoint_timeout.unwrap_or(a.duration / 6.0).max(0.1));
     let mut out = Vec::new();
@@ -153,20 +171,24 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
             for &page_size in &a.page_size {
                 for &wal_block_size in &a.wal_block_size {
                     for &wal_compression in &compressions {
-                        let c = BenchConfig {
-                            protection,
-                            data_checksums,
-                            page_size: page_size as u32,
-                            wal_block_size: wal_block_size as u32,
-                            buffer_pool: a.buffer_pool,
-                            max_wal_size: a.max_wal_size,
-                            checkpoint_timeout: timeout,
-                            synchronous_commit,
-                            device: a.device.clone(),
-                            wal_compression,
-                        };
-                        c.options(0).creation.or_defaults().validate()?;
-                        out.push(c);
+                        for &bgwriter_lru_maxpages in &bgwriters {
+                            let c = BenchConfig {
+                                protection,
+                                data_checksums,
+                                page_size: page_size as u32,
+                                wal_block_size: wal_block_size as u32,
+                                buffer_pool: a.buffer_pool,
+                                max_wal_size: a.max_wal_size,
+                                checkpoint_timeout: timeout,
+                                synchronous_commit,
+                                device: a.device.clone(),
+                                wal_compression,
+                                bgwriter_lru_maxpages,
+                            };
+                            c.options(0).validate()?;
+                            c.options(0).creation.or_defaults().validate()?;
+                            out.push(c);
+                        }
                     }
                 }
             }
@@ -228,8 +250,13 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
     let label = |i: usize| {
         let c = &configs[i];
         format!(
-            "{} {} page {} WAL block {} wal_compression {}",
-            c.protection, c.data_checksums, c.page_size, c.wal_block_size, c.wal_compression
+            "{} {} page {} WAL block {} wal_compression {} bgwriter_lru_maxpages {}",
+            c.protection,
+            c.data_checksums,
+            c.page_size,
+            c.wal_block_size,
+            c.wal_compression,
+            c.bgwriter_lru_maxpages
         )
     };
     let results = run_plan(&plan, |p| match p {
