@@ -37,6 +37,7 @@ pub(crate) struct Engine {
     pub(crate) pool: BufferPool,
     pub(crate) locks: LockManager,
     pub(crate) checkpoint: CheckpointState,
+    pub(crate) bgwriter: crate::checkpoint::bgwriter::BgWriter,
     pub(crate) next_xid: AtomicU64,
     pub(crate) next_file_id: AtomicU32,
     /// Table name -> file id, loaded from the catalog's tree.
@@ -79,6 +80,7 @@ impl Engine {
             wal,
             pool,
             checkpoint,
+            bgwriter: Default::default(),
             next_xid: AtomicU64::new(next_xid),
             next_file_id: AtomicU32::new(next_file_id),
             catalog: RwLock::new(HashMap::new()),

@@ -50,6 +50,16 @@ pub struct Options {
     pub deadlock_timeout: Duration,
     /// `wal_compression` (default off): how full-page images are compressed.
     pub wal_compression: crate::settings::WalCompression,
+    /// `bgwriter_delay` (default 200 ms, 10 ms to 10 s): the background
+    /// writer's pause between rounds.
+    pub bgwriter_delay: Duration,
+    /// `bgwriter_lru_maxpages` (default 100, 0 = no background writer, at
+    /// most 1000): the most pages one round writes.
+    pub bgwriter_lru_maxpages: u32,
+    /// `bgwriter_lru_multiplier` (default 2.0, 0 to 10): how many clean
+    /// frames a round keeps ahead of the clock hand, as a multiple of the
+    /// frames clients claimed per round lately.
+    pub bgwriter_lru_multiplier: f64,
     /// The clock the engine paces work by (real time; tests use a manual one).
     pub clock: Clock,
 }
@@ -69,6 +79,9 @@ impl Default for Options {
             checkpoint_sort: true,
             checkpoint_flush_after: 32,
             wal_compression: Default::default(),
+            bgwriter_delay: Duration::from_millis(200),
+            bgwriter_lru_maxpages: 100,
+            bgwriter_lru_multiplier: 2.0,
             clock: Clock::real(),
         }
     }
@@ -96,6 +109,26 @@ impl Options {
             return invalid(
                 "checkpoint_flush_after",
                 format!("{} pages is more than 256", self.checkpoint_flush_after),
+            );
+        }
+        let delay = self.bgwriter_delay;
+        if delay < Duration::from_millis(10) || delay > Duration::from_secs(10) {
+            return invalid(
+                "bgwriter_delay",
+                format!("{delay:?} is outside 10 ms to 10 s"),
+            );
+        }
+        if self.bgwriter_lru_maxpages > 1000 {
+            return invalid(
+                "bgwriter_lru_maxpages",
+                format!("{} pages is more than 1000", self.bgwriter_lru_maxpages),
+            );
+        }
+        let multiplier = self.bgwriter_lru_multiplier;
+        if !(0.0..=10.0).contains(&multiplier) {
+            return invalid(
+                "bgwriter_lru_multiplier",
+                format!("{multiplier} is outside 0 to 10"),
             );
         }
         Ok(())

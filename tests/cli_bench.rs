@@ -59,6 +59,10 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
             "dw_fsyncs",
             "data_writes",
             "data_fsyncs",
+            "client_page_writes",
+            "bgwriter_page_writes",
+            "checkpointer_page_writes",
+            "client_write_pct",
             "checkpoints",
             "commits_per_wal_fsync",
             "cpu_us_per_txn",
@@ -107,6 +111,7 @@ fn bench_refuses_settings_it_does_not_have() {
         ["--wal-compression", "pglz"],
         ["--checkpoint-sort", "sideways"],
         ["--device", "floppy"],
+        ["--bgwriter", "sometimes"],
         ["--workload", "tpcc"],
         ["--wal-block-size", "3KB"],
     ] {

@@ -122,6 +122,7 @@ fn comparison_table_has_the_seed_shape_and_percentages() {
         "WAL B/txn",
         "FPI",
         "DW fsyncs",
+        "client writes %",
         "spread %",
     ] {
         assert!(t.contains(h), "missing header {h} in\n{t}");

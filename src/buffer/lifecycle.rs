@@ -25,7 +25,7 @@ impl BufferPool {
     /// Pins the frame mapped to `id`, whatever its state; the page table's
     /// shard mutex makes the lookup and the pin one step, so the frame
     /// cannot be evicted in between.
-    fn pin_mapped(&self, id: PageId) -> Option<Pinned<'_>> {
+    pub(super) fn pin_mapped(&self, id: PageId) -> Option<Pinned<'_>> {
         let map = self.shard(id).lock();
         let idx = *map.get(&id)?;
         self.frames[idx].pins.fetch_add(1, AcqRel);
@@ -119,7 +119,7 @@ impl BufferPool {
     }
 
     /// Returns an unmapped, unpinned EMPTY frame to the free list (once).
-    fn release_if_abandoned(&self, idx: usize) {
+    pub(super) fn release_if_abandoned(&self, idx: usize) {
         // Every move into or out of FREE happens under the free-list mutex,
         // so a frame is listed at most once and never while owned.
         let mut free = self.free.lock();
@@ -247,6 +247,7 @@ impl BufferPool {
             })
         };
         if let Some(idx) = popped {
+            self.stats.claims.fetch_add(1, Relaxed);
             return Ok(ClaimedFrame {
                 pool: self,
                 idx: Some(idx),
@@ -274,14 +275,22 @@ impl BufferPool {
                 continue;
             }
             if dirty {
-                if let Err(e) = self.write_frames(&[idx], who) {
-                    f.pins.fetch_sub(1, AcqRel);
-                    return Err(e);
+                match self.write_frames(&[idx], who) {
+                    Err(e) => {
+                        f.pins.fetch_sub(1, AcqRel);
+                        return Err(e);
+                    }
+                    // 0: another writer cleaned it meanwhile.
+                    Ok(written) => {
+                        self.stats
+                            .dirty_evictions
+                            .fetch_add(written as u64, Relaxed);
+                    }
                 }
-                self.stats.dirty_evictions.fetch_add(1, Relaxed);
             }
             if self.unmap_if_unused(idx) {
                 self.stats.evictions.fetch_add(1, Relaxed);
+                self.stats.claims.fetch_add(1, Relaxed);
                 return Ok(ClaimedFrame {
                     pool: self,
                     idx: Some(idx),

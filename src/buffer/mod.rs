@@ -14,13 +14,17 @@
 //!   node validator): a failure is an error naming file and block, never
 //!   data handed to a caller.
 //! - Replacement is a clock sweep that prefers clean frames, within a bound
-//!   (`DIRTY_VICTIMS_SKIPPED`).
+//!   (`DIRTY_VICTIMS_SKIPPED`). The background writer cleans frames ahead
+//!   of the hand ([`BufferPool::clean_ahead`]) so that the sweep finds
+//!   clean ones.
 
+mod ahead;
 mod frame;
 mod guard;
 mod lifecycle;
 mod pool_io;
 
+pub use ahead::CleanScan;
 pub use frame::{FrameData, PageId};
 pub use guard::{latches_held, PageRead, PageWrite};
 pub use pool_io::DataFiles;
@@ -67,7 +71,12 @@ pub type PageValidator = fn(&[u8]) -> std::result::Result<(), String>;
 pub struct BufferStats {
     pub hits: AtomicU64,
     pub reads: AtomicU64,
+    /// Frames handed out for a new page, from the free list or the clock
+    /// sweep (PostgreSQL's buffers_alloc): the background writer's measure
+    /// of demand.
+    pub claims: AtomicU64,
     pub evictions: AtomicU64,
+    /// Dirty victims the claiming thread had to write itself.
     pub dirty_evictions: AtomicU64,
     pub pages_written: AtomicU64,
     pub write_batches: AtomicU64,

@@ -1,8 +1,10 @@
 //! The background threads: the checkpointer, which starts a checkpoint
 //! when `checkpoint_timeout` passed or the WAL since the last redo point
-//! reached `max_wal_size / (1 + checkpoint_completion_target)`; and, with
-//! `synchronous_commit = off`, the WAL writer, which flushes every 10 ms.
-//! They are separate so a spread checkpoint never delays WAL flushes.
+//! reached `max_wal_size / (1 + checkpoint_completion_target)`; the
+//! background writer ([`super::bgwriter`]) unless `bgwriter_lru_maxpages`
+//! is 0; and, with `synchronous_commit = off`, the WAL writer, which
+//! flushes every 10 ms. They are separate so a spread checkpoint never
+//! delays WAL flushes or the cleaning of frames.
 
 use super::{procedure, Reason};
 use crate::engine::Engine;
@@ -21,6 +23,13 @@ pub(crate) fn spawn(engine: Arc<Engine>) -> Vec<JoinHandle<()>> {
         engine.clone(),
         checkpointer,
     )];
+    if engine.options.bgwriter_lru_maxpages > 0 {
+        threads.push(spawn_named(
+            "untorn-bgwriter",
+            engine.clone(),
+            super::bgwriter::run,
+        ));
+    }
     if !engine.options.synchronous_commit {
         threads.push(spawn_named("untorn-walwriter", engine, wal_writer));
     }

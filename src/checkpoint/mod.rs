@@ -1,5 +1,7 @@
 //! Checkpoints: the procedure that bounds recovery, its WAL record, the
-//! redo point it owns, and the background thread that starts it.
+//! redo point it owns, and the background thread that starts it; and the
+//! background writer ([`bgwriter`]), which cleans frames ahead of the
+//! clock hand between checkpoints.
 //!
 //! A checkpoint (1) moves the redo point to the WAL's insert position,
 //! (2) writes every page dirty at that moment (sorted by file and block
@@ -21,12 +23,14 @@
 //!   later checkpoint must never succeed over writes the kernel dropped.
 
 pub(crate) mod background;
+pub(crate) mod bgwriter;
 pub(crate) mod pacing;
 pub(crate) mod procedure;
 pub mod record;
 #[cfg(test)]
 mod tests;
 
+pub use bgwriter::BgWriterStats;
 pub use record::{CheckpointInfo, CHECKPOINT_INFO_SIZE};
 
 use crate::Lsn;

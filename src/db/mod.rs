@@ -42,7 +42,7 @@ use std::thread::JoinHandle;
 /// An open database. Shareable between threads (`&Database` is `Sync`).
 pub struct Database {
     pub(crate) engine: Arc<Engine>,
-    /// The checkpointer and WAL writer threads.
+    /// The checkpointer, background writer and WAL writer threads.
     background: Vec<JoinHandle<()>>,
     /// What recovery did at this opening.
     pub recovery: RecoveryReport,
@@ -179,6 +179,11 @@ impl Database {
     /// Checkpointer figures since opening, with a line per checkpoint.
     pub fn checkpoint_stats(&self) -> checkpoint::CheckpointStats {
         self.engine.checkpoint.stats.lock().clone()
+    }
+
+    /// Background writer figures since opening.
+    pub fn bgwriter_stats(&self) -> checkpoint::BgWriterStats {
+        self.engine.bgwriter.stats()
     }
 
     /// WAL figures.

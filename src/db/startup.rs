@@ -22,7 +22,7 @@
 //!    production" with a redo point past everything replayed. Steps 5 to 9
 //!    run under the control file's torn-page protection; only then is a
 //!    different requested mode recorded and used (`protect::switch`).
-//! 10. Start the background threads (checkpointer, WAL writer).
+//! 10. Start the background threads (checkpointer, background writer, WAL writer).
 
 use super::{catalog, directory, Database};
 use crate::btree::{self, smo, Tree};

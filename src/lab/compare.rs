@@ -37,6 +37,8 @@ pub struct BenchConfig {
     pub wal_compression: WalCompression,
     pub checkpoint_sort: bool,
     pub checkpoint_completion_target: f64,
+    /// `bgwriter_lru_maxpages` (0: no background writer).
+    pub bgwriter_lru_maxpages: u32,
 }
 
 impl Default for BenchConfig {
@@ -54,6 +56,7 @@ impl Default for BenchConfig {
             wal_compression: WalCompression::Off,
             checkpoint_sort: true,
             checkpoint_completion_target: 0.9,
+            bgwriter_lru_maxpages: Options::default().bgwriter_lru_maxpages,
         }
     }
 }
@@ -80,6 +83,7 @@ impl BenchConfig {
             wal_compression: self.wal_compression,
             checkpoint_sort: self.checkpoint_sort,
             checkpoint_completion_target: self.checkpoint_completion_target,
+            bgwriter_lru_maxpages: self.bgwriter_lru_maxpages,
             ..Options::default()
         }
     }
@@ -111,6 +115,10 @@ impl BenchConfig {
         m.insert(
             "checkpoint_completion_target".into(),
             self.checkpoint_completion_target.to_string(),
+        );
+        m.insert(
+            "bgwriter_lru_maxpages".into(),
+            o.bgwriter_lru_maxpages.to_string(),
         );
         m
     }

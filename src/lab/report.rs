@@ -182,7 +182,7 @@ fn vs_headers(labels: &[String]) -> Vec<String> {
 type Column = (&'static str, fn(&ConfigResult) -> String);
 
 /// The full comparison's columns: see [`comparison_table`].
-const COMPARISON_COLUMNS: [Column; 17] = [
+const COMPARISON_COLUMNS: [Column; 18] = [
     ("lat avg ms", |r| fmt_num(r.latency_ms.avg)),
     ("p90 ms", |r| fmt_num(r.latency_ms.p90)),
     ("p99 ms", |r| fmt_num(r.latency_ms.p99)),
@@ -200,6 +200,7 @@ const COMPARISON_COLUMNS: [Column; 17] = [
     ("data writes", |r| thousands(r.data_writes as f64)),
     ("data fsyncs", |r| thousands(r.data_fsyncs as f64)),
     ("commits/WAL fsync", |r| fmt_num(r.commits_per_wal_fsync)),
+    ("client writes %", |r| format!("{:.1}", r.client_write_pct)),
     ("checkpoints", |r| thousands(r.checkpoints as f64)),
     ("spread %", spread),
 ];
@@ -382,7 +383,7 @@ fn slug(s: &str) -> String {
 }
 
 /// The columns of summary.csv before the settings.
-pub const SUMMARY_COLUMNS: [&str; 25] = [
+pub const SUMMARY_COLUMNS: [&str; 29] = [
     "workload",
     "mode",
     "protection",
@@ -406,6 +407,10 @@ pub const SUMMARY_COLUMNS: [&str; 25] = [
     "data_writes",
     "data_fsyncs",
     "commits_per_wal_fsync",
+    "client_page_writes",
+    "bgwriter_page_writes",
+    "checkpointer_page_writes",
+    "client_write_pct",
     "checkpoints",
     "runs_transactions",
 ];
@@ -468,6 +473,10 @@ pub fn write_csv(dir: impl AsRef<Path>, results: &[ConfigResult]) -> Result<Vec<
                 r.data_writes.to_string(),
                 r.data_fsyncs.to_string(),
                 r.commits_per_wal_fsync.to_string(),
+                r.client_page_writes.to_string(),
+                r.bgwriter_page_writes.to_string(),
+                r.checkpointer_page_writes.to_string(),
+                r.client_write_pct.to_string(),
                 r.checkpoints.to_string(),
                 join(r.runs.iter().map(|x| x.transactions.to_string()).collect()),
             ];

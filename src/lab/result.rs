@@ -54,6 +54,14 @@ pub struct Run {
     /// Data-file page writes and fsyncs, every issuer.
     pub data_writes: u64,
     pub data_fsyncs: u64,
+    /// Data-file page writes by clients (dirty victims), the background
+    /// writer and the checkpointer (pg_stat_io's split).
+    #[serde(default)]
+    pub client_page_writes: u64,
+    #[serde(default)]
+    pub bgwriter_page_writes: u64,
+    #[serde(default)]
+    pub checkpointer_page_writes: u64,
     /// Double-write area page writes and fsyncs (0 without double writes).
     pub dw_page_writes: u64,
     pub dw_fsyncs: u64,
@@ -95,6 +103,18 @@ pub struct ConfigResult {
     pub dw_fsyncs: u64,
     pub data_writes: u64,
     pub data_fsyncs: u64,
+    /// Page writes by writer over all runs, and the clients' share of
+    /// the three in percent (each run's share in `client_write_pct_runs`).
+    #[serde(default)]
+    pub client_page_writes: u64,
+    #[serde(default)]
+    pub bgwriter_page_writes: u64,
+    #[serde(default)]
+    pub checkpointer_page_writes: u64,
+    #[serde(default)]
+    pub client_write_pct: f64,
+    #[serde(default)]
+    pub client_write_pct_runs: Vec<f64>,
     pub checkpoints: u64,
     /// WAL flush requests (commits) per WAL fsync over all runs.
     #[serde(default)]
@@ -145,6 +165,25 @@ impl ConfigResult {
         } else {
             0.0
         };
+        self.client_page_writes = sum(|r| r.client_page_writes);
+        self.bgwriter_page_writes = sum(|r| r.bgwriter_page_writes);
+        self.checkpointer_page_writes = sum(|r| r.checkpointer_page_writes);
+        self.client_write_pct = client_pct(
+            self.client_page_writes,
+            self.bgwriter_page_writes,
+            self.checkpointer_page_writes,
+        );
+        self.client_write_pct_runs = self
+            .runs
+            .iter()
+            .map(|r| {
+                client_pct(
+                    r.client_page_writes,
+                    r.bgwriter_page_writes,
+                    r.checkpointer_page_writes,
+                )
+            })
+            .collect();
         self.page_writes_per_txn = self.data_writes as f64 / txns as f64;
         let cpu: f64 = self
             .runs
@@ -152,6 +191,17 @@ impl ConfigResult {
             .map(|r| r.cpu_us_per_txn * r.transactions as f64)
             .sum();
         self.cpu_us_per_txn = cpu / txns as f64;
+    }
+}
+
+/// The clients' share of the pages written by clients, the background
+/// writer and the checkpointer, in percent (0 when none were written).
+fn client_pct(client: u64, bgwriter: u64, checkpointer: u64) -> f64 {
+    let all = client + bgwriter + checkpointer;
+    if all == 0 {
+        0.0
+    } else {
+        100.0 * client as f64 / all as f64
     }
 }
 
@@ -169,6 +219,9 @@ mod tests {
             wal_fpi_bytes: txns * 30,
             wal_fpi_bytes_uncompressed: txns * 90,
             data_writes: txns,
+            client_page_writes: txns / 10,
+            bgwriter_page_writes: txns / 10,
+            checkpointer_page_writes: txns * 8 / 10,
             cpu_us_per_txn: 10.0,
             statistics: crate::stats::Statistics {
                 wal: crate::stats::WalView {
@@ -199,5 +252,8 @@ mod tests {
         assert_eq!(c.tps_spread_pct, 100.0);
         assert_eq!(c.cpu_us_per_txn, 10.0);
         assert_eq!(c.commits_per_wal_fsync, 10.0);
+        assert_eq!(c.client_page_writes, 6);
+        assert_eq!(c.client_write_pct, 10.0);
+        assert_eq!(c.client_write_pct_runs, vec![10.0; 3]);
     }
 }

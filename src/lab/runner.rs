@@ -15,7 +15,7 @@
 
 use crate::db::{Database, Options};
 use crate::error::{Error, Result};
-use crate::file::{FileKind, FileSystem};
+use crate::file::{FileKind, FileSystem, Issuer};
 use crate::file::{IoOp, IoStats};
 use crate::lab::result::{LatencyMs, Run, Sample};
 use crate::lab::workload::{Outcome, Rng, Tables, Workload};
@@ -68,6 +68,8 @@ struct Counters {
     wal: crate::wal::WalStats,
     data_pages: u64,
     data_fsyncs: u64,
+    /// Data pages written by clients, the bgwriter, the checkpointer.
+    writer_pages: [u64; 3],
     dw_pages: u64,
     dw_fsyncs: u64,
     checkpoints: u64,
@@ -83,6 +85,12 @@ impl Counters {
             wal: db.wal_stats(),
             data_pages: io.bytes(FileKind::Data, IoOp::Write) / page,
             data_fsyncs: io.calls(FileKind::Data, IoOp::Fsync),
+            writer_pages: [
+                Issuer::Client,
+                Issuer::BackgroundWriter,
+                Issuer::Checkpointer,
+            ]
+            .map(|who| io.bytes_by(who, FileKind::Data, IoOp::Write) / page),
             dw_pages: io.bytes(FileKind::DoubleWrite, IoOp::Write) / page,
             dw_fsyncs: io.calls(FileKind::DoubleWrite, IoOp::Fsync),
             checkpoints: db.checkpoints(),
@@ -414,6 +422,9 @@ pub fn run_once(
         wal_fsyncs: end.wal.fsyncs - base.wal.fsyncs,
         data_writes: end.data_pages - base.data_pages,
         data_fsyncs: end.data_fsyncs - base.data_fsyncs,
+        client_page_writes: end.writer_pages[0] - base.writer_pages[0],
+        bgwriter_page_writes: end.writer_pages[1] - base.writer_pages[1],
+        checkpointer_page_writes: end.writer_pages[2] - base.writer_pages[2],
         dw_page_writes: end.dw_pages - base.dw_pages,
         dw_fsyncs: end.dw_fsyncs - base.dw_fsyncs,
         checkpoints: end.checkpoints - base.checkpoints,

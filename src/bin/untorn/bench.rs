@@ -56,6 +56,10 @@ pub struct BenchArgs {
     /// checkpoint_completion_target (0 to 1).
     #[arg(long, default_value_t = 0.9)]
     checkpoint_completion_target: f64,
+    /// Background writer settings to compare: on (bgwriter_lru_maxpages
+    /// 100, the default), off (0), or a bgwriter_lru_maxpages (1 to 1000).
+    #[arg(long, value_delimiter = ',', default_value = "on")]
+    bgwriter: Vec<String>,
     /// Device model: real, hdd, hdd-bbwc, sata-ssd, nvme.
     #[arg(long, default_value = "real")]
     device: String,
@@ -153,6 +157,20 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         .iter()
         .map(|c| c.parse())
         .collect::<untorn::Result<_>>()?;
+    let bgwriters: Vec<u32> = a
+        .bgwriter
+        .iter()
+        .map(|b| match b.as_str() {
+            "on" => Ok(untorn::Options::default().bgwriter_lru_maxpages),
+            "off" => Ok(0),
+            n => n.parse().map_err(|_| {
+                refuse(
+                    "bgwriter",
+                    format!("{n:?} is not on, off or a number of pages"),
+                )
+            }),
+        })
+        .collect::<untorn::Result<_>>()?;
     let timeout =
         Duration::from_secs_f64(a.checkpoint_timeout.unwrap_or(a.duration / 6.0).max(0.1));
     let base = BenchConfig {
@@ -174,6 +192,7 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
     });
     expand(&mut out, &compressions, |c, v| c.wal_compression = v);
     expand(&mut out, &sorts, |c, v| c.checkpoint_sort = v);
+    expand(&mut out, &bgwriters, |c, v| c.bgwriter_lru_maxpages = v);
     for c in &out {
         c.options(0).creation.or_defaults().validate()?;
         c.options(0).validate()?;
@@ -252,13 +271,14 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
     let label = |i: usize| {
         let c = &configs[i];
         format!(
-            "{} {} page {} WAL block {} wal_compression {} checkpoint_sort {}",
+            "{} {} page {} WAL block {} wal_compression {} checkpoint_sort {} bgwriter_lru_maxpages {}",
             c.protection,
             c.data_checksums,
             c.page_size,
             c.wal_block_size,
             c.wal_compression,
-            if c.checkpoint_sort { "on" } else { "off" }
+            if c.checkpoint_sort { "on" } else { "off" },
+            c.bgwriter_lru_maxpages
         )
     };
     let results = run_plan(&plan, |p| match p {
