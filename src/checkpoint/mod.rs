@@ -1,6 +1,6 @@
 //! Checkpoints: the procedure that bounds recovery, its WAL record, the
 //! redo point it owns, and the background thread that starts it; and the
-//! background writer ([`bgwriter`]), which cleans frames ahead of the
+//! background writer (`bgwriter.rs`), which cleans frames ahead of the
 //! clock hand between checkpoints.
 //!
 //! A checkpoint (1) moves the redo point to the WAL's insert position,
@@ -12,10 +12,10 @@
 //! name that record (an atomic replacement), (6) only then recycles WAL
 //! segments before the redo point. Automatic checkpoints (timed, WAL) are
 //! spread over `checkpoint_completion_target` of the interval
-//! ([`pacing`]); the others run at full speed.
+//! (`pacing.rs`); the others run at full speed.
 //!
 //! Rules:
-//! - The redo point only moves forward ([`RedoPoint::advance`] asserts it).
+//! - The redo point only moves forward (`RedoPoint::advance` asserts it).
 //! - A commit holds the redo point shared from its image decision until its
 //!   record is inserted (`crate::protect`), so a record never lands after a
 //!   new redo point without the image the new point requires.

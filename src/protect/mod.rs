@@ -20,7 +20,7 @@
 //!   called by commits and structure changes, with the redo point held from
 //!   the decision until the record is inserted.
 //! - The buffer pool sees protection only through
-//!   [`PageWriteProtection`](crate::buffer::PageWriteProtection), called
+//!   [`crate::buffer::PageWriteProtection`], called
 //!   with every batch of page copies before they are written in place, as
 //!   it sees the WAL only through `WalFlush`.
 

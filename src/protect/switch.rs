@@ -7,7 +7,7 @@
 //!    Redo replays every image it finds whatever the mode, so images logged
 //!    under `full_pages` still repair pages when switching to `off`.
 //! 2. Only once that checkpoint is complete (data files fsynced, control
-//!    file naming its redo point durable) does [`after_end_of_recovery`]
+//!    file naming its redo point durable) does `after_end_of_recovery`
 //!    record the new mode in the control file, durably, and put it in
 //!    force. Nothing changes a page between the two: the background
 //!    threads have not started and no caller has the database yet.
