@@ -279,8 +279,11 @@ pub struct PhaseEnd {
     pub stops: Vec<(usize, Stop)>,
 }
 
+/// The chance of a background writer round before each transaction.
+const BGWRITER_ROUND_ODDS: f64 = 0.1;
+
 /// Runs up to `txns` transactions per part, one thread per part, with a
-/// checkpoint now and then (odds `checkpoint_odds` per transaction). A
+/// checkpoint now and then and a background writer round more often (odds `checkpoint_odds` per transaction). A
 /// thread stops at its first error; the others then stop too.
 pub fn run_phase(
     db: &Database,
@@ -313,6 +316,19 @@ pub fn run_phase(
                         };
                         return (commits, checkpoints, Some(s));
                     }
+                }
+            }
+            // A background writer's round: dirty pages written early,
+            // between a commit and its checkpoint.
+            if rng.chance(BGWRITER_ROUND_ODDS) {
+                if let Err(error) = crate::checkpoint::bgwriter::round(&db.engine) {
+                    stop.store(true, SeqCst);
+                    let s = Stop::Error {
+                        error,
+                        in_flight: false,
+                        checkpoint: true,
+                    };
+                    return (commits, checkpoints, Some(s));
                 }
             }
             let end = run_txn(db, t, part, &mut rng, tags.fetch_add(1, SeqCst), parts);
