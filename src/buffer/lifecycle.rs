@@ -191,7 +191,7 @@ impl BufferPool {
         if matches!(checked, Err(PageError::Checksum { .. })) {
             self.stats.checksum_failures.fetch_add(1, Relaxed);
         }
-        match checked {
+        let result = match checked {
             Ok(PageState::New) if !recovery => Err(Error::corruption(
                 path(),
                 at(),
@@ -226,7 +226,11 @@ impl BufferPool {
                 stored,
             }),
             Err(e) => Err(Error::corruption(path(), at(), e.to_string())),
+        };
+        if let Err(e) = &result {
+            tracing::error!(page = %id, error = %e, "damaged page: refused to the reader");
         }
+        result
     }
 
     /// Claims an unpinned, unmapped frame (free list first, then the clock
