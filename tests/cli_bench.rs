@@ -83,10 +83,10 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
             let s = &run["statistics"];
             let fsyncs = s["wal"]["fsyncs"].as_u64().unwrap();
             assert!(fsyncs >= 1, "commits fsync the WAL: {run}");
-            assert!(
-                s["wal"]["commits_per_fsync"].as_f64().unwrap() >= 1.0,
-                "{run}"
-            );
+            // Not >= 1: with one commit per fsync, the fsyncs of new WAL
+            // segments and of checkpoint records come on top.
+            let per_fsync = s["wal"]["commits_per_fsync"].as_f64().unwrap();
+            assert!(per_fsync > 0.5, "{run}");
             assert!(s["io"]
                 .as_array()
                 .unwrap()
