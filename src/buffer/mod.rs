@@ -27,7 +27,7 @@ mod pool_io;
 pub use ahead::CleanScan;
 pub use frame::{FrameData, PageId};
 pub use guard::{latches_held, PageRead, PageWrite};
-pub use pool_io::DataFiles;
+pub use pool_io::{DataFiles, PageCopy};
 
 use crate::error::{Error, Result};
 use crate::file::Issuer;
@@ -48,19 +48,13 @@ pub trait WalFlush: Send + Sync {
     fn flushed_lsn(&self) -> Lsn;
 }
 
-/// A page copy about to be written in place: checksummed, final.
-pub struct PageCopyRef<'a> {
-    pub id: PageId,
-    pub bytes: &'a [u8],
-}
-
 /// Torn-page protection as the buffer pool sees it (implemented in
 /// `crate::protect`): called with every batch of page copies, in
 /// (file, block) order, before any of them is written in place. With
 /// double writes it returns once the batch is durable in the double-write
 /// area; modes that protect pages in the WAL do nothing here.
 pub trait PageWriteProtection: Send + Sync {
-    fn before_in_place_writes(&self, pages: &[PageCopyRef<'_>], who: Issuer) -> Result<()>;
+    fn before_in_place_writes(&self, pages: &[PageCopy], who: Issuer) -> Result<()>;
 }
 
 /// Checks a page's own structure after the header checks (for B+tree nodes).

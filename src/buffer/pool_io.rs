@@ -133,12 +133,24 @@ fn block_runs(ids: &[PageId]) -> Vec<std::ops::Range<usize>> {
 }
 
 /// A page copied out of its frame, on its way to disk.
-struct PageCopy {
+pub struct PageCopy {
     idx: usize,
     id: PageId,
     gen: u64,
     commit_lsn: Lsn,
     bytes: Vec<u8>,
+}
+
+impl PageCopy {
+    /// The page this is a copy of.
+    pub fn id(&self) -> PageId {
+        self.id
+    }
+
+    /// The bytes about to be written: checksummed, final.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 impl BufferPool {
@@ -223,19 +235,12 @@ impl BufferPool {
             crate::page::set_checksum(&mut c.bytes, self.checksums);
         }
         copies.sort_by_key(|c| c.id);
-        let batch: Vec<super::PageCopyRef<'_>> = copies
-            .iter()
-            .map(|c| super::PageCopyRef {
-                id: c.id,
-                bytes: &c.bytes,
-            })
-            .collect();
         if cfg!(debug_assertions) {
             // The bytes about to go out are the ones stamped: nothing wrote
             // to a copy after its checksum.
-            for c in &batch {
+            for c in &copies {
                 let check =
-                    crate::page::verify_page(c.bytes, self.checksums, c.id.file_id, c.id.block);
+                    crate::page::verify_page(&c.bytes, self.checksums, c.id.file_id, c.id.block);
                 assert!(
                     check.is_ok(),
                     "{} fails its checks before its write: {check:?}",
@@ -243,7 +248,7 @@ impl BufferPool {
                 );
             }
         }
-        self.protection.before_in_place_writes(&batch, who)?;
+        self.protection.before_in_place_writes(&copies, who)?;
         self.write_runs(&copies, who)?;
         for c in &copies {
             let f = &self.frames[c.idx];

@@ -28,7 +28,7 @@ pub mod double_writes;
 pub mod full_pages;
 pub mod switch;
 
-use crate::buffer::{PageCopyRef, PageWriteProtection};
+use crate::buffer::{PageCopy, PageWriteProtection};
 use crate::error::Result;
 use crate::file::Issuer;
 use crate::settings::TornPageProtection;
@@ -39,7 +39,7 @@ use std::sync::Arc;
 pub struct InPlaceWrites;
 
 impl PageWriteProtection for InPlaceWrites {
-    fn before_in_place_writes(&self, _pages: &[PageCopyRef<'_>], _who: Issuer) -> Result<()> {
+    fn before_in_place_writes(&self, _pages: &[PageCopy], _who: Issuer) -> Result<()> {
         Ok(())
     }
 }
