@@ -143,8 +143,7 @@ impl RedoPoint {
 pub(crate) struct CheckpointState {
     pub(crate) redo_point: RedoPoint,
     one_at_a_time: Mutex<()>,
-    /// Checkpoints completed and started since opening.
-    pub(crate) completed: AtomicU64,
+    /// Checkpoints started since opening (those completed are in `stats`).
     pub(crate) started: AtomicU64,
     /// The redo point of the last checkpoint, and when it started (engine
     /// clock): what the triggers measure from.
@@ -162,7 +161,6 @@ impl CheckpointState {
         CheckpointState {
             redo_point: RedoPoint(RwLock::new(redo)),
             one_at_a_time: Mutex::new(()),
-            completed: AtomicU64::new(0),
             started: AtomicU64::new(0),
             last: Mutex::new((redo, now)),
             waiting: AtomicUsize::new(0),

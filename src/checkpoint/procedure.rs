@@ -128,7 +128,6 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
     engine
         .wal
         .recycle_segments_before(redo, Issuer::Checkpointer)?;
-    state.completed.fetch_add(1, Relaxed);
     let secs = |d: Duration| d.as_secs_f64();
     Ok(CheckpointLog {
         reason,

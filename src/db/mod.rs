@@ -217,7 +217,8 @@ impl Database {
 
     /// Number of checkpoints completed since opening.
     pub fn checkpoints(&self) -> u64 {
-        self.engine.checkpoint.completed.load(Relaxed)
+        let stats = self.engine.checkpoint.stats.lock();
+        stats.timed + stats.requested
     }
 
     /// Number of checkpoints started since opening (one more than
