@@ -304,32 +304,24 @@ pub fn run_phase(
             if stop.load(SeqCst) {
                 break;
             }
+            // A checkpoint now and then, and more often a background
+            // writer's round: dirty pages written early, between a commit
+            // and its checkpoint. Either failing stops the part.
+            let mut background = Ok(());
             if rng.chance(checkpoint_odds) {
-                match db.checkpoint() {
-                    Ok(_) => checkpoints += 1,
-                    Err(error) => {
-                        stop.store(true, SeqCst);
-                        let s = Stop::Error {
-                            error,
-                            in_flight: false,
-                            checkpoint: true,
-                        };
-                        return (commits, checkpoints, Some(s));
-                    }
-                }
+                background = db.checkpoint().map(|_| checkpoints += 1);
             }
-            // A background writer's round: dirty pages written early,
-            // between a commit and its checkpoint.
-            if rng.chance(BGWRITER_ROUND_ODDS) {
-                if let Err(error) = crate::checkpoint::bgwriter::round(&db.engine) {
-                    stop.store(true, SeqCst);
-                    let s = Stop::Error {
-                        error,
-                        in_flight: false,
-                        checkpoint: true,
-                    };
-                    return (commits, checkpoints, Some(s));
-                }
+            if background.is_ok() && rng.chance(BGWRITER_ROUND_ODDS) {
+                background = crate::checkpoint::bgwriter::round(&db.engine).map(|_| ());
+            }
+            if let Err(error) = background {
+                stop.store(true, SeqCst);
+                let s = Stop::Error {
+                    error,
+                    in_flight: false,
+                    checkpoint: true,
+                };
+                return (commits, checkpoints, Some(s));
             }
             let end = run_txn(db, t, part, &mut rng, tags.fetch_add(1, SeqCst), parts);
             let s = match end {
