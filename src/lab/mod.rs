@@ -8,6 +8,8 @@
 //!   the real one (`--device`);
 //! - [`runner`]: clients, warm-up, per-second sampling, interleaved repeats;
 //! - [`compare`]: every combination of settings on its own copy of the data;
+//! - [`confidence`]: paired ratios with 95 % intervals, the balanced order
+//!   of a round, when an adaptive run has enough;
 //! - [`report`], [`plot`]: tables in the seeds' shape, CSV, plots and the
 //!   HTML report;
 //! - [`checksum_bench`]: single-core throughput of the page checksums
@@ -15,6 +17,7 @@
 
 pub mod checksum_bench;
 pub mod compare;
+pub mod confidence;
 pub mod device;
 pub mod plot;
 pub mod report;
