@@ -2,6 +2,7 @@
 //! `untorn bench --json` (documented in docs/BENCHMARKS.md), the rows of the
 //! CSV files and the input of the report.
 
+use crate::lab::confidence::{paired_ratio, RatioInterval};
 use serde::{Deserialize, Serialize};
 
 /// Latency figures in milliseconds (from an HdrHistogram of every
@@ -74,6 +75,13 @@ pub struct Run {
     /// time, and in `checkpoint_log` each checkpoint completed in the run.
     #[serde(default)]
     pub statistics: crate::stats::Statistics,
+    /// The noise monitor saw the machine disturbed during this run.
+    #[serde(default)]
+    pub disturbed: bool,
+    /// Left out of every figure and ratio (a disturbed run under
+    /// `--drop-disturbed`); kept in the JSON to show what was dropped.
+    #[serde(default)]
+    pub excluded: bool,
 }
 
 /// Every run of one (workload, settings) combination and their summary:
@@ -194,6 +202,27 @@ impl ConfigResult {
     }
 }
 
+impl ConfigResult {
+    /// This configuration's `figure` over `other`'s, paired by round (a
+    /// run's `repeat`), with its confidence interval; excluded runs give no
+    /// pair. `None` with fewer than two pairs.
+    pub fn ratio_to(&self, other: &ConfigResult, figure: fn(&Run) -> f64) -> Option<RatioInterval> {
+        let by_round = |r: &ConfigResult| {
+            let rounds = r.runs.iter().map(|run| run.repeat + 1).max().unwrap_or(0);
+            let mut v = vec![None; rounds];
+            for run in r.runs.iter().filter(|run| !run.excluded) {
+                v[run.repeat] = Some(figure(run));
+            }
+            v
+        };
+        let (mut a, mut b) = (by_round(self), by_round(other));
+        let rounds = a.len().max(b.len());
+        a.resize(rounds, None);
+        b.resize(rounds, None);
+        paired_ratio(&a, &b)
+    }
+}
+
 /// The clients' share of the pages written by clients, the background
 /// writer and the checkpointer, in percent (0 when none were written).
 fn client_pct(client: u64, bgwriter: u64, checkpointer: u64) -> f64 {
@@ -255,5 +284,31 @@ mod tests {
         assert_eq!(c.client_page_writes, 6);
         assert_eq!(c.client_write_pct, 10.0);
         assert_eq!(c.client_write_pct_runs, vec![10.0; 3]);
+    }
+
+    #[test]
+    fn ratios_pair_runs_by_round_and_skip_excluded_ones() {
+        let run = |repeat, tps, excluded| Run {
+            repeat,
+            tps,
+            excluded,
+            ..Default::default()
+        };
+        let a = ConfigResult {
+            runs: vec![run(1, 90.0, false), run(0, 100.0, false), run(2, 1.0, true)],
+            ..Default::default()
+        };
+        let b = ConfigResult {
+            runs: vec![
+                run(0, 100.0, false),
+                run(1, 100.0, false),
+                run(2, 100.0, false),
+            ],
+            ..Default::default()
+        };
+        let i = a.ratio_to(&b, |r| r.tps).unwrap();
+        assert_eq!(i.pairs, 2);
+        assert!((i.ratio - 0.9f64.sqrt()).abs() < 1e-12);
+        assert!(b.ratio_to(&b, |r| r.tps).is_some_and(|i| !i.resolved()));
     }
 }

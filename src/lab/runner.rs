@@ -430,6 +430,8 @@ pub fn run_once(
         checkpoints: end.checkpoints - base.checkpoints,
         series: ser.samples,
         statistics,
+        disturbed: false,
+        excluded: false,
     })
 }
 
