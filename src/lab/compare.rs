@@ -260,5 +260,6 @@ pub fn run_plan(
         }
         out.extend(results);
     }
+    crate::lab::result::compare_workloads(&mut out);
     Ok(out)
 }

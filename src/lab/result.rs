@@ -52,6 +52,9 @@ pub struct Run {
     #[serde(default)]
     pub wal_fpi_bytes_uncompressed: u64,
     pub wal_fsyncs: u64,
+    /// Data-file page reads (buffer pool misses), every issuer.
+    #[serde(default)]
+    pub data_reads: u64,
     /// Data-file page writes and fsyncs, every issuer.
     pub data_writes: u64,
     pub data_fsyncs: u64,
@@ -109,6 +112,8 @@ pub struct ConfigResult {
     pub fpi_bytes_uncompressed_per_txn: f64,
     pub dw_page_writes: u64,
     pub dw_fsyncs: u64,
+    #[serde(default)]
+    pub data_reads: u64,
     pub data_writes: u64,
     pub data_fsyncs: u64,
     /// Page writes by writer over all runs, and the clients' share of
@@ -128,18 +133,36 @@ pub struct ConfigResult {
     #[serde(default)]
     pub commits_per_wal_fsync: f64,
     pub cpu_us_per_txn: f64,
+    #[serde(default)]
+    pub page_reads_per_txn: f64,
     pub page_writes_per_txn: f64,
+    #[serde(default)]
+    pub wal_fsyncs_per_txn: f64,
+    /// Runs the noise monitor flagged as disturbed, and runs left out of
+    /// every figure (`--drop-disturbed`); both count all runs.
+    #[serde(default)]
+    pub disturbed_runs: usize,
+    #[serde(default)]
+    pub excluded_runs: usize,
+    /// This configuration against each other one of its workload, paired
+    /// by round (filled by [`compare_workloads`]).
+    #[serde(default)]
+    pub vs: Vec<Comparison>,
     /// Every setting the runs used, by name.
     pub settings: std::collections::BTreeMap<String, String>,
     pub runs: Vec<Run>,
 }
 
 impl ConfigResult {
-    /// Fills the summary fields from `runs`: the median by TPS for
-    /// latencies, totals over all runs for counts, per-transaction figures
-    /// over all runs.
+    /// Fills the summary fields from the runs not excluded: the median by
+    /// TPS for latencies, totals over those runs for counts,
+    /// per-transaction figures over those runs. Excluded runs are only
+    /// counted (`excluded_runs`).
     pub fn summarize(&mut self) {
-        let mut tps: Vec<f64> = self.runs.iter().map(|r| r.tps).collect();
+        self.disturbed_runs = self.runs.iter().filter(|r| r.disturbed).count();
+        self.excluded_runs = self.runs.iter().filter(|r| r.excluded).count();
+        let runs: Vec<&Run> = self.runs.iter().filter(|r| !r.excluded).collect();
+        let mut tps: Vec<f64> = runs.iter().map(|r| r.tps).collect();
         self.tps_runs = tps.clone();
         if tps.is_empty() {
             return;
@@ -152,11 +175,11 @@ impl ConfigResult {
         } else {
             0.0
         };
-        if let Some(m) = self.runs.iter().find(|r| r.tps == median) {
+        if let Some(m) = runs.iter().find(|r| r.tps == median) {
             self.latency_ms = m.latency_ms;
         }
-        let txns: u64 = self.runs.iter().map(|r| r.transactions).sum::<u64>().max(1);
-        let sum = |f: fn(&Run) -> u64| self.runs.iter().map(f).sum::<u64>();
+        let txns: u64 = runs.iter().map(|r| r.transactions).sum::<u64>().max(1);
+        let sum = |f: fn(&Run) -> u64| runs.iter().map(|r| f(r)).sum::<u64>();
         self.wal_bytes_per_txn = sum(|r| r.wal_bytes) as f64 / txns as f64;
         self.wal_fpi = sum(|r| r.wal_fpi);
         self.fpi_bytes_per_txn = sum(|r| r.wal_fpi_bytes) as f64 / txns as f64;
@@ -164,6 +187,7 @@ impl ConfigResult {
             sum(|r| r.wal_fpi_bytes_uncompressed) as f64 / txns as f64;
         self.dw_page_writes = sum(|r| r.dw_page_writes);
         self.dw_fsyncs = sum(|r| r.dw_fsyncs);
+        self.data_reads = sum(|r| r.data_reads);
         self.data_writes = sum(|r| r.data_writes);
         self.data_fsyncs = sum(|r| r.data_fsyncs);
         self.checkpoints = sum(|r| r.checkpoints);
@@ -181,8 +205,7 @@ impl ConfigResult {
             self.bgwriter_page_writes,
             self.checkpointer_page_writes,
         );
-        self.client_write_pct_runs = self
-            .runs
+        self.client_write_pct_runs = runs
             .iter()
             .map(|r| {
                 client_pct(
@@ -192,9 +215,10 @@ impl ConfigResult {
                 )
             })
             .collect();
+        self.page_reads_per_txn = self.data_reads as f64 / txns as f64;
         self.page_writes_per_txn = self.data_writes as f64 / txns as f64;
-        let cpu: f64 = self
-            .runs
+        self.wal_fsyncs_per_txn = sum(|r| r.wal_fsyncs) as f64 / txns as f64;
+        let cpu: f64 = runs
             .iter()
             .map(|r| r.cpu_us_per_txn * r.transactions as f64)
             .sum();
@@ -220,6 +244,140 @@ impl ConfigResult {
         a.resize(rounds, None);
         b.resize(rounds, None);
         paired_ratio(&a, &b)
+    }
+}
+
+/// A figure compared between configurations beside TPS: its name in the
+/// JSON and CSV, its column heading, its value in a run and in the summary.
+pub struct Figure {
+    pub name: &'static str,
+    pub heading: &'static str,
+    pub per_run: fn(&Run) -> f64,
+    pub summary: fn(&ConfigResult) -> f64,
+}
+
+/// `count` per transaction of `run` (infinite without transactions, which
+/// a ratio skips).
+fn per_txn(count: u64, run: &Run) -> f64 {
+    count as f64 / run.transactions as f64
+}
+
+/// The per-transaction figures: they vary far less than TPS on a shared
+/// machine and explain it. In the order of [`Comparison::per_txn`].
+pub const PER_TXN: [Figure; 5] = [
+    Figure {
+        name: "cpu_us_per_txn",
+        heading: "CPU µs/txn",
+        per_run: |r| r.cpu_us_per_txn,
+        summary: |c| c.cpu_us_per_txn,
+    },
+    Figure {
+        name: "page_reads_per_txn",
+        heading: "page reads/txn",
+        per_run: |r| per_txn(r.data_reads, r),
+        summary: |c| c.page_reads_per_txn,
+    },
+    Figure {
+        name: "page_writes_per_txn",
+        heading: "page writes/txn",
+        per_run: |r| per_txn(r.data_writes, r),
+        summary: |c| c.page_writes_per_txn,
+    },
+    Figure {
+        name: "wal_bytes_per_txn",
+        heading: "WAL B/txn",
+        per_run: |r| per_txn(r.wal_bytes, r),
+        summary: |c| c.wal_bytes_per_txn,
+    },
+    Figure {
+        name: "wal_fsyncs_per_txn",
+        heading: "WAL fsyncs/txn",
+        per_run: |r| per_txn(r.wal_fsyncs, r),
+        summary: |c| c.wal_fsyncs_per_txn,
+    },
+];
+
+/// One configuration against another of the same workload: each figure's
+/// ratio (this one over the other) paired by round, with its 95 %
+/// interval; `None` with fewer than two pairs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// The other configuration's mode label, and its position among its
+    /// workload's results.
+    pub against: String,
+    pub against_index: usize,
+    /// Rounds in which both configurations have a run not excluded.
+    pub rounds: usize,
+    pub tps: Option<RatioInterval>,
+    pub cpu_us_per_txn: Option<RatioInterval>,
+    pub page_reads_per_txn: Option<RatioInterval>,
+    pub page_writes_per_txn: Option<RatioInterval>,
+    pub wal_bytes_per_txn: Option<RatioInterval>,
+    pub wal_fsyncs_per_txn: Option<RatioInterval>,
+}
+
+impl Comparison {
+    /// `a` against `b`, which is called `against` and is `against_index`
+    /// in its workload.
+    pub fn between(
+        a: &ConfigResult,
+        b: &ConfigResult,
+        against: String,
+        against_index: usize,
+    ) -> Comparison {
+        let [cpu, reads, writes, wal, fsyncs] =
+            PER_TXN.each_ref().map(|f| a.ratio_to(b, f.per_run));
+        let rounds_of = |c: &ConfigResult| -> std::collections::BTreeSet<usize> {
+            c.runs
+                .iter()
+                .filter(|r| !r.excluded)
+                .map(|r| r.repeat)
+                .collect()
+        };
+        Comparison {
+            against,
+            against_index,
+            rounds: rounds_of(a).intersection(&rounds_of(b)).count(),
+            tps: a.ratio_to(b, |r| r.tps),
+            cpu_us_per_txn: cpu,
+            page_reads_per_txn: reads,
+            page_writes_per_txn: writes,
+            wal_bytes_per_txn: wal,
+            wal_fsyncs_per_txn: fsyncs,
+        }
+    }
+
+    /// The ratios of [`PER_TXN`]'s figures, in its order.
+    pub fn per_txn(&self) -> [Option<RatioInterval>; 5] {
+        [
+            self.cpu_us_per_txn,
+            self.page_reads_per_txn,
+            self.page_writes_per_txn,
+            self.wal_bytes_per_txn,
+            self.wal_fsyncs_per_txn,
+        ]
+    }
+}
+
+/// Fills every result's `vs`: within each workload, the result against
+/// every other one, labelled by [`mode_labels`](crate::lab::report::mode_labels).
+pub fn compare_workloads(results: &mut [ConfigResult]) {
+    let mut filled: Vec<(usize, Vec<Comparison>)> = Vec::new();
+    for (_, group) in crate::lab::report::group_by_workload(results) {
+        let labels = crate::lab::report::mode_labels(&group);
+        for (i, a) in group.iter().enumerate() {
+            let vs = group
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(j, b)| Comparison::between(a, b, labels[j].clone(), j))
+                .collect();
+            let at = results.iter().position(|r| std::ptr::eq(r, *a));
+            filled.push((at.expect("a group holds references into results"), vs));
+        }
+    }
+    for (at, vs) in filled {
+        results[at].vs = vs;
     }
 }
 
@@ -310,5 +468,84 @@ mod tests {
         assert_eq!(i.pairs, 2);
         assert!((i.ratio - 0.9f64.sqrt()).abs() < 1e-12);
         assert!(b.ratio_to(&b, |r| r.tps).is_some_and(|i| !i.resolved()));
+    }
+
+    #[test]
+    fn summary_skips_excluded_runs_and_counts_them() {
+        let run = |repeat, tps: f64, disturbed, excluded| Run {
+            repeat,
+            tps,
+            transactions: 100,
+            data_reads: 50,
+            data_writes: 200,
+            wal_fsyncs: 10,
+            disturbed,
+            excluded,
+            ..Default::default()
+        };
+        let mut c = ConfigResult {
+            runs: vec![
+                run(0, 100.0, false, false),
+                run(1, 5.0, true, true),
+                run(2, 300.0, true, false),
+                run(3, 1.0, true, true),
+            ],
+            ..Default::default()
+        };
+        c.summarize();
+        // The median of 100 and 300 alone: excluded runs would pull it down.
+        assert_eq!(c.tps, 300.0);
+        assert_eq!(c.tps_runs, vec![100.0, 300.0]);
+        assert_eq!(c.tps_spread_pct, 200.0 / 3.0);
+        assert_eq!(c.data_reads, 100);
+        assert_eq!(c.page_reads_per_txn, 0.5);
+        assert_eq!(c.page_writes_per_txn, 2.0);
+        assert_eq!(c.wal_fsyncs_per_txn, 0.1);
+        assert_eq!((c.disturbed_runs, c.excluded_runs), (3, 2));
+    }
+
+    #[test]
+    fn comparisons_cover_every_other_configuration_of_a_workload() {
+        let config = |workload: &str, protection: &str, tps: [f64; 3], reads: u64| {
+            let runs = tps
+                .iter()
+                .enumerate()
+                .map(|(repeat, &tps)| Run {
+                    repeat,
+                    tps,
+                    transactions: 1000,
+                    data_reads: reads * (repeat as u64 + 1),
+                    wal_bytes: 1000 * 300,
+                    ..Default::default()
+                })
+                .collect();
+            let mut c = ConfigResult {
+                workload: workload.into(),
+                protection: protection.into(),
+                runs,
+                ..Default::default()
+            };
+            c.summarize();
+            c
+        };
+        let mut rs = vec![
+            config("w", "off", [100.0, 110.0, 90.0], 10),
+            config("v", "off", [10.0, 10.0, 10.0], 10),
+            config("w", "full_pages", [90.0, 99.0, 81.0], 20),
+        ];
+        compare_workloads(&mut rs);
+        assert_eq!(rs[1].vs, vec![]);
+        let (fp, off) = (&rs[2].vs, &rs[0].vs);
+        assert_eq!((fp.len(), off.len()), (1, 1));
+        assert_eq!((fp[0].against.as_str(), fp[0].against_index), ("off", 0));
+        assert_eq!(off[0].against, "full_pages");
+        assert_eq!(fp[0].rounds, 3);
+        let tps = fp[0].tps.unwrap();
+        assert!((tps.ratio - 0.9).abs() < 1e-12 && tps.resolved(), "{tps:?}");
+        assert!((fp[0].page_reads_per_txn.unwrap().ratio - 2.0).abs() < 1e-12);
+        // Equal WAL bytes in every round: the ratio is exactly 1.
+        assert!(!fp[0].wal_bytes_per_txn.unwrap().resolved());
+        // No fsyncs at all: no ratio rather than 0/0.
+        assert_eq!(fp[0].wal_fsyncs_per_txn, None);
     }
 }

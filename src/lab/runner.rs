@@ -67,6 +67,8 @@ struct ClientTotals {
 struct Counters {
     wal: crate::wal::WalStats,
     data_pages: u64,
+    /// Data pages read (buffer pool misses).
+    data_reads: u64,
     data_fsyncs: u64,
     /// Data pages written by clients, the bgwriter, the checkpointer.
     writer_pages: [u64; 3],
@@ -84,6 +86,7 @@ impl Counters {
         Counters {
             wal: db.wal_stats(),
             data_pages: io.bytes(FileKind::Data, IoOp::Write) / page,
+            data_reads: io.bytes(FileKind::Data, IoOp::Read) / page,
             data_fsyncs: io.calls(FileKind::Data, IoOp::Fsync),
             writer_pages: [
                 Issuer::Client,
@@ -420,6 +423,7 @@ pub fn run_once(
         wal_fpi_bytes_uncompressed: end.wal.fpi_bytes_uncompressed
             - base.wal.fpi_bytes_uncompressed,
         wal_fsyncs: end.wal.fsyncs - base.wal.fsyncs,
+        data_reads: end.data_reads - base.data_reads,
         data_writes: end.data_pages - base.data_pages,
         data_fsyncs: end.data_fsyncs - base.data_fsyncs,
         client_page_writes: end.writer_pages[0] - base.writer_pages[0],
