@@ -6,9 +6,10 @@ use std::path::Path;
 
 use untorn::lab::report::{
     checkpoint_running, comparison_table, comparison_table_compact, mode_labels, phase_stats,
-    phase_table, write_csv, write_json, write_report, SERIES_COLUMNS, SUMMARY_COLUMNS,
+    phase_table, write_csv, write_json, write_report, COMPARISON_CSV_COLUMNS, NOT_RESOLVED_LEGEND,
+    SERIES_COLUMNS, SUMMARY_COLUMNS,
 };
-use untorn::lab::result::{ConfigResult, LatencyMs, Run, Sample};
+use untorn::lab::result::{compare_workloads, ConfigResult, LatencyMs, Run, Sample};
 
 const SECONDS: u32 = 20;
 const CKPT_START: u32 = 5;
@@ -98,8 +99,15 @@ fn results() -> Vec<ConfigResult> {
     ]
 }
 
-fn pct(v: f64, reference: f64) -> String {
-    format!("{:+.1}%", (v / reference - 1.0) * 100.0)
+/// The TPS cell of `a` against `b`: its ratio and interval, marked when
+/// not resolved.
+fn vs(a: &ConfigResult, b: &ConfigResult) -> String {
+    let i = a.ratio_to(b, |r| r.tps).unwrap();
+    if i.resolved() {
+        i.text()
+    } else {
+        format!("{} ~", i.text())
+    }
 }
 
 #[test]
@@ -110,10 +118,22 @@ fn comparison_table_has_the_seed_shape_and_percentages() {
     assert!(t.contains("vs double_writes"), "{t}");
     assert!(t.contains("oltp_write_only") && t.contains("tpcb"), "{t}");
     for w in [0, 2] {
-        let (fp, dw) = (rs[w].tps, rs[w + 1].tps);
-        assert!(t.contains(&pct(dw, fp)), "missing {} in\n{t}", pct(dw, fp));
-        assert!(t.contains(&pct(fp, dw)), "missing {} in\n{t}", pct(fp, dw));
+        let (fp, dw) = (&rs[w], &rs[w + 1]);
+        assert!(t.contains(&vs(dw, fp)), "missing {} in\n{t}", vs(dw, fp));
+        assert!(t.contains(&vs(fp, dw)), "missing {} in\n{t}", vs(fp, dw));
     }
+    // Two rounds: double_writes is resolved 1.53x faster on
+    // oltp_write_only, but its 0.86x on tpcb is inside the noise.
+    assert!(t.contains("| 1.53x [1.21, 1.92] |"), "{t}");
+    assert!(t.contains("| 0.86x [0.66, 1.13] ~ |"), "{t}");
+    assert_eq!(t.matches(NOT_RESOLVED_LEGEND).count(), 3, "{t}");
+    // Per transaction: double_writes writes 0.65x the pages per
+    // transaction of full_pages (the same pages, more transactions).
+    assert!(t.contains("Per transaction, vs full_pages"), "{t}");
+    assert!(
+        t.contains("page reads/txn") && t.contains("WAL fsyncs/txn"),
+        "{t}"
+    );
     // The median of two repeats is the higher one: 13,772 and 21,000.
     assert!(t.contains("13,772") && t.contains("21,000"), "{t}");
     for h in [
@@ -129,9 +149,10 @@ fn comparison_table_has_the_seed_shape_and_percentages() {
     }
     let c = comparison_table_compact(&rs);
     assert!(
-        c.contains("vs full_pages") && c.contains(&pct(rs[1].tps, rs[0].tps)),
+        c.contains("vs full_pages") && c.contains(&vs(&rs[1], &rs[0])),
         "{c}"
     );
+    assert_eq!(c.matches(NOT_RESOLVED_LEGEND).count(), 1, "{c}");
     assert!(
         c.lines().map(|l| l.chars().count()).max().unwrap()
             < t.lines().map(|l| l.chars().count()).max().unwrap()
@@ -162,7 +183,10 @@ fn mode_names_the_settings_that_differ() {
     );
     let t = comparison_table(&[a, b]);
     assert!(t.contains("vs full_pages wal_block_size=16384"), "{t}");
-    assert!(t.contains(&pct(120.0, 100.0)), "{t}");
+    // One round: the plain ratio, and no interval.
+    assert!(t.contains(" 1.20x (1 round) |"), "{t}");
+    assert!(t.contains("fewer than two rounds paired"), "{t}");
+    assert!(!t.contains(NOT_RESOLVED_LEGEND), "{t}");
 }
 
 #[test]
@@ -187,7 +211,8 @@ fn checkpoint_phases_are_found() {
 fn json_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.json");
-    let rs = results();
+    let mut rs = results();
+    compare_workloads(&mut rs);
     write_json(&path, &rs).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let back: Vec<ConfigResult> = serde_json::from_str(&text).unwrap();
@@ -201,6 +226,18 @@ fn json_round_trips() {
     assert_close(&a, &b, "$");
     assert_eq!(back[0].settings, rs[0].settings);
     assert_eq!(back[3].runs[1].series, rs[3].runs[1].series);
+    // Every ratio comes with its interval, against the other configuration.
+    let vs = &back[3].vs;
+    assert_eq!(vs.len(), 1);
+    assert_eq!(
+        (vs[0].against.as_str(), vs[0].against_index),
+        ("full_pages", 0)
+    );
+    let tps = vs[0].tps.unwrap();
+    assert!(tps.low < tps.ratio && tps.ratio < tps.high && !tps.resolved());
+    assert_eq!(tps.pairs, 2);
+    assert!(vs[0].wal_bytes_per_txn.is_some() && vs[0].page_reads_per_txn.is_none());
+    assert!(text.contains("\"page_reads_per_txn\": null"));
 }
 
 fn assert_close(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
@@ -238,7 +275,7 @@ fn csv_has_a_header_and_a_row_per_result_and_second() {
     let dir = tempfile::tempdir().unwrap();
     let rs = results();
     let files = write_csv(dir.path().join("csv"), &rs).unwrap();
-    assert_eq!(files.len(), 1 + 4 * 2, "{files:?}");
+    assert_eq!(files.len(), 2 + 4 * 2, "{files:?}");
     let summary = std::fs::read_to_string(&files[0]).unwrap();
     assert!(files[0].ends_with("summary.csv"));
     let lines: Vec<&str> = summary.lines().collect();
@@ -250,13 +287,43 @@ fn csv_has_a_header_and_a_row_per_result_and_second() {
         assert_eq!(l.split(',').count(), header.len(), "{l}");
     }
     assert!(lines[1].starts_with("oltp_write_only,full_pages,full_pages,real,2,13772,"));
-    let mut names: Vec<String> = files[1..]
+    // The TPS ratio against the workload's first configuration, with its
+    // interval: empty on that first row.
+    let mut rd = csv::Reader::from_path(&files[0]).unwrap();
+    let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+    let col = |name: &str| SUMMARY_COLUMNS.iter().position(|c| *c == name).unwrap();
+    let tps = rs[3].ratio_to(&rs[2], |r| r.tps).unwrap();
+    assert_eq!(&rows[3][col("vs")], "full_pages");
+    assert_eq!(
+        rows[3][col("tps_ratio_low")].parse::<f64>().unwrap(),
+        tps.low
+    );
+    assert_eq!(&rows[3][col("tps_ratio_resolved")], "false");
+    assert_eq!(&rows[2][col("tps_ratio")], "");
+
+    assert!(files[1].ends_with("comparisons.csv"));
+    let mut rd = csv::Reader::from_path(&files[1]).unwrap();
+    assert_eq!(rd.headers().unwrap(), &COMPARISON_CSV_COLUMNS[..]);
+    let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+    // Per workload, two configurations each against the other, six figures.
+    assert_eq!(rows.len(), 2 * 2 * 6);
+    let row = rows
+        .iter()
+        .find(|r| &r[0] == "tpcb" && &r[1] == "double_writes" && &r[3] == "tps")
+        .unwrap();
+    assert_eq!(&row[2], "full_pages");
+    assert_eq!(row[4].parse::<f64>().unwrap(), tps.ratio);
+    assert_eq!((&row[7], &row[8], &row[9]), ("2", "false", "2"));
+    let reads = rows.iter().find(|r| &r[3] == "page_reads_per_txn").unwrap();
+    assert_eq!((&reads[4], &reads[9]), ("", "2"), "no reads, no ratio");
+
+    let mut names: Vec<String> = files[2..]
         .iter()
         .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     names.sort();
     assert_eq!(names[0], "series_oltp_write_only_double_writes_r0.csv");
-    for f in &files[1..] {
+    for f in &files[2..] {
         let text = std::fs::read_to_string(f).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], SERIES_COLUMNS.join(","));
@@ -308,7 +375,7 @@ fn report_has_tables_settings_and_plots() {
     ] {
         assert!(html.contains(s), "missing {s}");
     }
-    assert!(html.contains(&pct(rs[1].tps, rs[0].tps)));
+    assert!(html.contains(&vs(&rs[1], &rs[0])));
     let imgs = attr_values(&html, "src");
     assert_eq!(imgs.len(), 2 * 3, "{imgs:?}");
     let links = attr_values(&html, "href");

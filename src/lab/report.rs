@@ -8,18 +8,23 @@
 //! workload (`full_pages wal_block_size=16384`), so comparisons of other
 //! knobs read as well as comparisons of protection modes.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use comfy_table::{presets, CellAlignment, Table};
 
 use crate::error::{Error, Result};
+use crate::lab::confidence::RatioInterval;
 pub use crate::lab::plot::{checkpoint_running, phase_stats, PhaseStats};
-use crate::lab::result::ConfigResult;
+use crate::lab::result::{Comparison, ConfigResult, PER_TXN};
 
+#[path = "report_csv.rs"]
+mod csv_files;
 #[path = "report_html.rs"]
 mod html;
+
+pub use csv_files::{write_csv, COMPARISON_CSV_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS};
 
 /// Settings never added to a mode label: the label already names them.
 const NOT_IN_LABEL: [&str; 3] = ["protection", "torn_page_protection", "workload"];
@@ -99,6 +104,19 @@ impl Grid {
         }
         t.to_string()
     }
+
+    /// The legend lines the cells need: see [`ratio_cell`].
+    fn legend(&self) -> Vec<&'static str> {
+        let cells = || self.rows.iter().flatten();
+        let mut lines = Vec::new();
+        if cells().any(|c| c.ends_with(" ~")) {
+            lines.push(NOT_RESOLVED_LEGEND);
+        }
+        if cells().any(|c| c.ends_with(" round)") || c.ends_with(" rounds)")) {
+            lines.push(FEW_ROUNDS_LEGEND);
+        }
+        lines
+    }
 }
 
 /// `1234567.8` → `1,234,568`.
@@ -151,8 +169,49 @@ fn pct_change(value: f64, reference: f64) -> String {
     }
 }
 
-/// The `vs <first>` and `vs <last>` cells of row `i`.
-fn vs_cells(group: &[&ConfigResult], i: usize) -> Vec<String> {
+/// The legend line of a table with a ratio whose interval contains 1,
+/// which its cell marks with a trailing ` ~`.
+pub const NOT_RESOLVED_LEGEND: &str = "~ not resolved: the 95 % interval contains 1";
+
+/// The legend line of a table with a ratio from fewer than two rounds.
+const FEW_ROUNDS_LEGEND: &str =
+    "(n rounds): fewer than two rounds paired, so the plain ratio and no interval";
+
+/// A ratio cell: `0.93x [0.89, 0.97]`; `1.02x [0.97, 1.07] ~` when the
+/// interval contains 1; without an interval (fewer than two rounds paired)
+/// the plain ratio `value / reference` and the rounds, `1.05x (1 round)`;
+/// `-` where rounds paired but the figure was zero (no ratio exists).
+pub fn ratio_cell(
+    interval: Option<RatioInterval>,
+    rounds: usize,
+    value: f64,
+    reference: f64,
+) -> String {
+    match interval {
+        Some(i) if i.resolved() => i.text(),
+        Some(i) => format!("{} ~", i.text()),
+        None if rounds >= 2 => "-".to_string(),
+        None => {
+            let plain = value / reference;
+            let plain = if plain.is_finite() && reference > 0.0 {
+                format!("{plain:.2}x")
+            } else {
+                "-".to_string()
+            };
+            let s = if rounds == 1 { "" } else { "s" };
+            format!("{plain} ({rounds} round{s})")
+        }
+    }
+}
+
+/// Row `i` against row `j` of a workload's group.
+fn compare(group: &[&ConfigResult], labels: &[String], i: usize, j: usize) -> Comparison {
+    Comparison::between(group[i], group[j], labels[j].clone(), j)
+}
+
+/// The `vs <first>` and `vs <last>` cells of row `i`: TPS ratios paired
+/// by round.
+fn vs_cells(group: &[&ConfigResult], labels: &[String], i: usize) -> Vec<String> {
     let last = group.len() - 1;
     let mut refs = vec![0];
     if last > 0 {
@@ -163,7 +222,8 @@ fn vs_cells(group: &[&ConfigResult], i: usize) -> Vec<String> {
             if i == j {
                 "-".to_string()
             } else {
-                pct_change(group[i].tps, group[j].tps)
+                let c = compare(group, labels, i, j);
+                ratio_cell(c.tps, c.rounds, group[i].tps, group[j].tps)
             }
         })
         .collect()
@@ -181,15 +241,13 @@ fn vs_headers(labels: &[String]) -> Vec<String> {
 /// result.
 type Column = (&'static str, fn(&ConfigResult) -> String);
 
-/// The full comparison's columns: see [`comparison_table`].
-const COMPARISON_COLUMNS: [Column; 18] = [
+/// The full comparison's columns: see [`comparison_table`]. The
+/// per-transaction figures are in [`per_txn_grid`].
+const COMPARISON_COLUMNS: [Column; 15] = [
     ("lat avg ms", |r| fmt_num(r.latency_ms.avg)),
     ("p90 ms", |r| fmt_num(r.latency_ms.p90)),
     ("p99 ms", |r| fmt_num(r.latency_ms.p99)),
     ("max ms", |r| fmt_num(r.latency_ms.max)),
-    ("CPU µs/txn", |r| fmt_num(r.cpu_us_per_txn)),
-    ("page writes/txn", |r| fmt_num(r.page_writes_per_txn)),
-    ("WAL B/txn", |r| thousands(r.wal_bytes_per_txn)),
     ("FPI", |r| thousands(r.wal_fpi as f64)),
     ("FPI B/txn", |r| thousands(r.fpi_bytes_per_txn)),
     ("FPI raw B/txn", |r| {
@@ -228,7 +286,7 @@ fn tps_grid(group: &[&ConfigResult], labels: &[String], columns: &[Column]) -> G
         .enumerate()
         .map(|(i, r)| {
             let mut row = vec![labels[i].clone(), fmt_tps(r.tps)];
-            row.extend(vs_cells(group, i));
+            row.extend(vs_cells(group, labels, i));
             row.extend(columns.iter().map(|(_, cell)| cell(r)));
             row
         })
@@ -244,19 +302,58 @@ fn compact_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
     tps_grid(group, labels, &COMPACT_COLUMNS)
 }
 
-/// `oltp_write_only (device real, 3 repeats)`.
+/// The figures of [`PER_TXN`], each followed by its ratio to the first
+/// configuration paired by round: what TPS is made of, and far steadier
+/// than TPS on a shared machine.
+fn per_txn_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
+    let mut headers = vec!["Mode".to_string()];
+    for f in &PER_TXN {
+        headers.push(f.heading.to_string());
+        headers.push(format!("vs {}", labels[0]));
+    }
+    let rows = group
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let c = (i > 0).then(|| compare(group, labels, i, 0));
+            let mut row = vec![labels[i].clone()];
+            for (k, f) in PER_TXN.iter().enumerate() {
+                let value = (f.summary)(r);
+                row.push(fmt_num(value));
+                row.push(match &c {
+                    Some(c) => ratio_cell(c.per_txn()[k], c.rounds, value, (f.summary)(group[0])),
+                    None => "-".to_string(),
+                });
+            }
+            row
+        })
+        .collect();
+    Grid { headers, rows }
+}
+
+/// `oltp_write_only (device real, 3 repeats; runs disturbed: 1, excluded: 0)`.
 fn workload_heading(workload: &str, group: &[&ConfigResult]) -> String {
     let mut devices: Vec<&str> = group.iter().map(|r| r.device.as_str()).collect();
     devices.dedup();
     let repeats = group.iter().map(|r| r.runs.len()).max().unwrap_or(0);
     let s = if repeats == 1 { "" } else { "s" };
+    let runs = group.iter().flat_map(|r| &r.runs);
+    let disturbed = runs.clone().filter(|r| r.disturbed).count();
+    let excluded = runs.filter(|r| r.excluded).count();
     format!(
-        "{workload} (device {}, {repeats} repeat{s})",
+        "{workload} (device {}, {repeats} repeat{s}; runs disturbed: {disturbed}, \
+         excluded: {excluded})",
         devices.join("/")
     )
 }
 
-fn per_workload(results: &[ConfigResult], grid: fn(&[&ConfigResult], &[String]) -> Grid) -> String {
+/// The tables of one workload, each with the caption to print above it.
+type Tables = Vec<(Option<String>, Grid)>;
+
+fn per_workload(
+    results: &[ConfigResult],
+    tables: fn(&[&ConfigResult], &[String]) -> Tables,
+) -> String {
     let mut out = String::new();
     for (n, (w, group)) in group_by_workload(results).iter().enumerate() {
         if n > 0 {
@@ -264,25 +361,46 @@ fn per_workload(results: &[ConfigResult], grid: fn(&[&ConfigResult], &[String]) 
         }
         let labels = mode_labels(group);
         let _ = writeln!(out, "{}. {}", n + 1, workload_heading(w, group));
-        let _ = writeln!(out, "{}", grid(group, &labels).text());
+        for (caption, grid) in tables(group, &labels) {
+            if let Some(c) = caption {
+                let _ = writeln!(out, "\n{c}");
+            }
+            let _ = writeln!(out, "{}", grid.text());
+            for line in grid.legend() {
+                let _ = writeln!(out, "{line}");
+            }
+        }
     }
     out
 }
 
+/// The caption of [`per_txn_grid`].
+fn per_txn_caption(labels: &[String]) -> String {
+    format!("Per transaction, vs {} (paired by round):", labels[0])
+}
+
 /// Per workload, the seed's table `Mode | TPS | vs <first> | vs <last>`
-/// followed by latency avg/p90/p99/max (ms), CPU µs per transaction, page
-/// writes per transaction, WAL bytes per transaction, full-page images,
-/// double-write page writes and fsyncs, data-file writes and fsyncs,
-/// checkpoints and the spread between repeats. Markdown-shaped, so it can
-/// be pasted into docs as it is.
+/// (ratios with their 95 % interval, paired by round) followed by latency
+/// avg/p90/p99/max (ms), full-page images, double-write page writes and
+/// fsyncs, data-file writes and fsyncs, checkpoints and the spread between
+/// repeats; then a second table of CPU µs, page reads and writes, WAL
+/// bytes and WAL fsyncs per transaction with their ratios to the first
+/// configuration. Markdown-shaped, so it can be pasted into docs as it is.
 pub fn comparison_table(results: &[ConfigResult]) -> String {
-    per_workload(results, comparison_grid)
+    per_workload(results, |group, labels| {
+        vec![
+            (None, comparison_grid(group, labels)),
+            (Some(per_txn_caption(labels)), per_txn_grid(group, labels)),
+        ]
+    })
 }
 
 /// The seed's columns plus p99 latency, WAL bytes per transaction and the
 /// spread between repeats: for narrow terminals.
 pub fn comparison_table_compact(results: &[ConfigResult]) -> String {
-    per_workload(results, compact_grid)
+    per_workload(results, |group, labels| {
+        vec![(None, compact_grid(group, labels))]
+    })
 }
 
 fn phase_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
@@ -330,7 +448,9 @@ fn phase_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
 /// Per workload, the checkpoint cycle seen per second ([`PhaseStats`]):
 /// what the averages of [`comparison_table`] hide.
 pub fn phase_table(results: &[ConfigResult]) -> String {
-    per_workload(results, phase_grid)
+    per_workload(results, |group, labels| {
+        vec![(None, phase_grid(group, labels))]
+    })
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -350,21 +470,6 @@ pub fn write_json(path: impl AsRef<Path>, results: &[ConfigResult]) -> Result<()
     write_file(path, json.as_bytes())
 }
 
-/// One CSV field, quoted when it must be.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-fn csv_line(out: &mut String, fields: &[String]) {
-    let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-    out.push_str(&line.join(","));
-    out.push('\n');
-}
-
 /// A file-name-safe form of `s`.
 fn slug(s: &str) -> String {
     let out: String = s
@@ -380,150 +485,6 @@ fn slug(s: &str) -> String {
     } else {
         out
     }
-}
-
-/// The columns of summary.csv before the settings.
-pub const SUMMARY_COLUMNS: [&str; 29] = [
-    "workload",
-    "mode",
-    "protection",
-    "device",
-    "repeats",
-    "tps",
-    "tps_runs",
-    "tps_spread_pct",
-    "latency_ms_avg",
-    "latency_ms_p90",
-    "latency_ms_p99",
-    "latency_ms_max",
-    "cpu_us_per_txn",
-    "page_writes_per_txn",
-    "wal_bytes_per_txn",
-    "wal_fpi",
-    "fpi_bytes_per_txn",
-    "fpi_bytes_uncompressed_per_txn",
-    "dw_page_writes",
-    "dw_fsyncs",
-    "data_writes",
-    "data_fsyncs",
-    "commits_per_wal_fsync",
-    "client_page_writes",
-    "bgwriter_page_writes",
-    "checkpointer_page_writes",
-    "client_write_pct",
-    "checkpoints",
-    "runs_transactions",
-];
-
-/// The columns of each series CSV.
-pub const SERIES_COLUMNS: [&str; 8] = [
-    "second",
-    "tps",
-    "latency_ms_avg",
-    "latency_ms_p99",
-    "wal_bytes",
-    "data_writes",
-    "checkpoint_started",
-    "checkpoint_ended",
-];
-
-/// Writes `dir/summary.csv` (one row per configuration: the figures of
-/// [`SUMMARY_COLUMNS`], then one `setting_<name>` column per setting any
-/// configuration has) and one `series_<workload>_<mode>_r<repeat>.csv` per
-/// run (the columns of [`SERIES_COLUMNS`], checkpoint flags as 0/1).
-/// Returns the paths written, summary first.
-pub fn write_csv(dir: impl AsRef<Path>, results: &[ConfigResult]) -> Result<Vec<PathBuf>> {
-    let dir = dir.as_ref();
-    create_dir(dir)?;
-    let setting_keys: BTreeSet<&str> = results
-        .iter()
-        .flat_map(|r| r.settings.keys().map(String::as_str))
-        .collect();
-    let mut summary = String::new();
-    let mut header: Vec<String> = SUMMARY_COLUMNS.map(String::from).to_vec();
-    header.extend(setting_keys.iter().map(|k| format!("setting_{k}")));
-    csv_line(&mut summary, &header);
-
-    let mut series_files: Vec<(PathBuf, String)> = Vec::new();
-    let mut names = HashSet::new();
-    for (w, group) in group_by_workload(results) {
-        for (r, label) in group.iter().zip(mode_labels(&group)) {
-            let join = |v: Vec<String>| v.join(";");
-            let mut row = vec![
-                r.workload.clone(),
-                label.clone(),
-                r.protection.clone(),
-                r.device.clone(),
-                r.runs.len().to_string(),
-                r.tps.to_string(),
-                join(r.tps_runs.iter().map(f64::to_string).collect()),
-                r.tps_spread_pct.to_string(),
-                r.latency_ms.avg.to_string(),
-                r.latency_ms.p90.to_string(),
-                r.latency_ms.p99.to_string(),
-                r.latency_ms.max.to_string(),
-                r.cpu_us_per_txn.to_string(),
-                r.page_writes_per_txn.to_string(),
-                r.wal_bytes_per_txn.to_string(),
-                r.wal_fpi.to_string(),
-                r.fpi_bytes_per_txn.to_string(),
-                r.fpi_bytes_uncompressed_per_txn.to_string(),
-                r.dw_page_writes.to_string(),
-                r.dw_fsyncs.to_string(),
-                r.data_writes.to_string(),
-                r.data_fsyncs.to_string(),
-                r.commits_per_wal_fsync.to_string(),
-                r.client_page_writes.to_string(),
-                r.bgwriter_page_writes.to_string(),
-                r.checkpointer_page_writes.to_string(),
-                r.client_write_pct.to_string(),
-                r.checkpoints.to_string(),
-                join(r.runs.iter().map(|x| x.transactions.to_string()).collect()),
-            ];
-            row.extend(
-                setting_keys
-                    .iter()
-                    .map(|k| r.settings.get(*k).cloned().unwrap_or_default()),
-            );
-            csv_line(&mut summary, &row);
-
-            for run in &r.runs {
-                let base = format!("series_{}_{}_r{}", slug(w), slug(&label), run.repeat);
-                let mut name = format!("{base}.csv");
-                let mut n = 1;
-                while !names.insert(name.clone()) {
-                    n += 1;
-                    name = format!("{base}_{n}.csv");
-                }
-                let mut text = String::new();
-                csv_line(&mut text, &SERIES_COLUMNS.map(String::from));
-                for s in &run.series {
-                    csv_line(
-                        &mut text,
-                        &[
-                            s.second.to_string(),
-                            s.tps.to_string(),
-                            s.latency_ms_avg.to_string(),
-                            s.latency_ms_p99.to_string(),
-                            s.wal_bytes.to_string(),
-                            s.data_writes.to_string(),
-                            u8::from(s.checkpoint_started).to_string(),
-                            u8::from(s.checkpoint_ended).to_string(),
-                        ],
-                    );
-                }
-                series_files.push((dir.join(name), text));
-            }
-        }
-    }
-    let summary_path = dir.join("summary.csv");
-    write_file(&summary_path, summary.as_bytes())?;
-    let mut paths = vec![summary_path];
-    for (path, text) in series_files {
-        write_file(&path, text.as_bytes())?;
-        paths.push(path);
-    }
-    Ok(paths)
 }
 
 /// Writes the HTML report into `dir`: per workload and metric (TPS, p99
