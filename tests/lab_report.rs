@@ -403,3 +403,31 @@ fn report_has_tables_settings_and_plots() {
         assert!(Path::new(&out.join(l)).is_file(), "{l}");
     }
 }
+
+#[test]
+fn report_states_what_is_resolved_and_flags_disturbed_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rs = results();
+    rs[3].runs[0].disturbed = true;
+    rs[3].summarize();
+    let index = write_report(dir.path(), &rs, "t", "untorn bench", "m").unwrap();
+    let html = std::fs::read_to_string(index).unwrap();
+    for s in [
+        "double_writes vs full_pages on oltp_write_only: 1.53x [1.21, 1.92], resolved: \
+         faster by 21-92 %",
+        "double_writes vs full_pages on tpcb: 0.86x [0.66, 1.13], not resolved: the \
+         interval contains 1",
+        "Runs: 4, disturbed 1, excluded 0",
+        "Runs: 4, disturbed 0, excluded 0",
+        "runs disturbed: 1, excluded: 0",
+        NOT_RESOLVED_LEGEND,
+        "Per transaction, vs full_pages",
+    ] {
+        assert!(html.contains(s), "missing {s}");
+    }
+    // One error bar per pair, the unresolved one grey.
+    assert_eq!(html.matches("<g class=\"ci\"").count(), 2);
+    assert_eq!(html.matches("<g class=\"ci\" stroke=\"#999\"").count(), 1);
+    assert_eq!(html.matches("<tr class=\"dist\">").count(), 1);
+    assert_eq!(html.matches("<details open>").count(), 1);
+}

@@ -23,8 +23,11 @@ use crate::lab::result::{Comparison, ConfigResult, PER_TXN};
 mod csv_files;
 #[path = "report_html.rs"]
 mod html;
+#[path = "report_words.rs"]
+mod words;
 
 pub use csv_files::{write_csv, COMPARISON_CSV_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS};
+pub use words::{change_words, per_txn_words, tps_words, verdicts, Verdict};
 
 /// Settings never added to a mode label: the label already names them.
 const NOT_IN_LABEL: [&str; 3] = ["protection", "torn_page_protection", "workload"];

@@ -6,10 +6,12 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::{
-    comparison_grid, create_dir, group_by_workload, mode_labels, phase_grid, slug,
-    workload_heading, write_csv, write_file, write_json, Grid,
+    comparison_grid, create_dir, fmt_num, fmt_tps, group_by_workload, mode_labels, per_txn_caption,
+    per_txn_grid, phase_grid, slug, thousands, verdicts, workload_heading, write_csv, write_file,
+    write_json, Grid, Verdict,
 };
 use crate::error::Result;
+use crate::lab::confidence::RatioInterval;
 use crate::lab::plot::{self, Metric};
 use crate::lab::result::ConfigResult;
 
@@ -19,7 +21,11 @@ struct Section<'a> {
     heading: String,
     labels: Vec<String>,
     comparison: Grid,
+    per_txn: Grid,
     phases: Grid,
+    /// Each configuration against every one before it.
+    verdicts: Vec<Verdict>,
+    group: Vec<&'a ConfigResult>,
     plots: Vec<plot::PlotFiles>,
 }
 
@@ -33,6 +39,7 @@ pub(super) fn write_report(
 ) -> Result<PathBuf> {
     create_dir(dir)?;
     let mut sections = Vec::new();
+    let mut all_verdicts = verdicts(results);
     for (n, (w, group)) in group_by_workload(results).into_iter().enumerate() {
         let labels = mode_labels(&group);
         let lines: Vec<(String, &ConfigResult)> =
@@ -48,8 +55,15 @@ pub(super) fn write_report(
             workload: w,
             heading: format!("{}. {}", n + 1, workload_heading(w, &group)),
             comparison: comparison_grid(&group, &labels),
+            per_txn: per_txn_grid(&group, &labels),
             phases: phase_grid(&group, &labels),
+            verdicts: {
+                let (mine, rest) = all_verdicts.drain(..).partition(|v| v.workload == w);
+                all_verdicts = rest;
+                mine
+            },
             labels,
+            group,
             plots,
         });
     }
@@ -108,7 +122,9 @@ td:first-child{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tab
 pre{background:#f6f6f6;padding:.6em;white-space:pre-wrap}\
 .sw{display:inline-block;width:.9em;height:.9em;margin-right:.4em;vertical-align:middle}\
 figure{margin:1em 0}figcaption{font-size:13px;color:#555}img{max-width:100%}\
-.note{font-size:13px;color:#555}";
+.note{font-size:13px;color:#555}li.res{font-weight:bold}li.nores{color:#555}\
+tr.dist td{background:#fff3cd}tr.excl td{color:#999;text-decoration:line-through}\
+svg.ratios text{font-size:12px}";
 
 /// `s` made safe for HTML text and attribute values.
 pub(super) fn esc(s: &str) -> String {
@@ -150,6 +166,9 @@ fn table(out: &mut String, grid: &Grid, swatches: bool) {
         out.push_str("</tr>\n");
     }
     out.push_str(TABLE_END);
+    for line in grid.legend() {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(line));
+    }
 }
 
 /// Opens a table: its header row of `headers`, each already HTML.
@@ -211,12 +230,22 @@ fn render(p: &Page) -> String {
         o.push_str("<p>No results.</p>\n");
     }
 
+    summary(&mut o, p.sections);
+
     o.push_str(
         "<h2>Comparison</h2>\n<p class=\"note\">TPS is the median of the \
-        repeats; latencies are those of the median run; counts are totals over all \
-        repeats; spread is (max - min) / median of the repeats' TPS.</p>\n",
+        repeats not excluded; a <i>vs</i> cell is the ratio of this mode's figure to \
+        the other's, paired by round, with its 95 % interval; latencies are those of \
+        the median run; counts are totals over the repeats not excluded; spread is \
+        (max - min) / median of their TPS.</p>\n",
     );
-    section_tables(&mut o, p.sections, |s| &s.comparison);
+    for s in p.sections {
+        let _ = writeln!(o, "<h3>{}</h3>", esc(&s.heading));
+        table(&mut o, &s.comparison, true);
+        let _ = writeln!(o, "<p>{}</p>", esc(&per_txn_caption(&s.labels)));
+        table(&mut o, &s.per_txn, true);
+        runs(&mut o, s);
+    }
 
     o.push_str(
         "<h2>Checkpoint cycles, second by second</h2>\n<p class=\"note\">What \
@@ -300,4 +329,215 @@ fn settings(o: &mut String, p: &Page) {
         );
     }
     o.push_str(TABLE_END);
+}
+
+/// What the data resolve, in words and as a chart of TPS ratios with
+/// their intervals, per workload.
+fn summary(o: &mut String, sections: &[Section]) {
+    o.push_str(
+        "<h2>What the data resolve</h2>\n<p class=\"note\">Each mode against every \
+         mode listed before it. A ratio is the geometric mean of the rounds' ratios \
+         (the two modes' runs of one round as a pair) with its 95 % confidence \
+         interval; a difference is <b>resolved</b> when the interval does not \
+         contain 1, and otherwise inside the noise of this run.</p>\n",
+    );
+    for s in sections.iter().filter(|s| !s.verdicts.is_empty()) {
+        let _ = writeln!(o, "<h3>{}</h3>\n<ul>", esc(&s.heading));
+        for v in &s.verdicts {
+            let resolved = v.comparison.tps.is_some_and(|i| i.resolved());
+            let class = if resolved { "res" } else { "nores" };
+            let _ = write!(o, "<li class=\"{class}\">{}", esc(&v.tps));
+            if !v.per_txn.is_empty() {
+                let _ = write!(o, "<br><span class=\"note\">{}</span>", esc(&v.per_txn));
+            }
+            o.push_str("</li>\n");
+        }
+        o.push_str("</ul>\n");
+        let rows: Vec<ChartRow> = s
+            .verdicts
+            .iter()
+            .map(|v| ChartRow {
+                label: format!("{} vs {}", s.labels[v.a], s.labels[v.b]),
+                interval: v.comparison.tps,
+                plain: s.group[v.a].tps / s.group[v.b].tps,
+                color: plot::css_color(v.a),
+            })
+            .collect();
+        ratio_chart(o, &rows);
+    }
+}
+
+/// One row of [`ratio_chart`].
+struct ChartRow {
+    label: String,
+    interval: Option<RatioInterval>,
+    /// The ratio of the medians, drawn as a hollow dot without an interval.
+    plain: f64,
+    color: String,
+}
+
+/// TPS ratios as dots with their intervals as error bars, on a log scale
+/// (0.5x and 2x equally far from 1x) with a dashed line at 1: a bar that
+/// crosses it is not resolved and is drawn grey.
+fn ratio_chart(o: &mut String, rows: &[ChartRow]) {
+    // About 7 px a character at 12 px: the longest label fits.
+    let longest = rows.iter().map(|r| r.label.chars().count()).max();
+    let label_w = (longest.unwrap_or(0) as f64 * 7.0).max(120.0);
+    const PLOT_W: f64 = 420.0;
+    const ROW_H: f64 = 24.0;
+    const TOP: f64 = 8.0;
+    let (x0, x1) = (label_w + 10.0, label_w + 10.0 + PLOT_W);
+    let width = x1 + 220.0;
+    let height = TOP + ROW_H * rows.len() as f64 + 28.0;
+    let values = rows.iter().flat_map(|r| match r.interval {
+        Some(i) => vec![i.low, i.high],
+        None => vec![r.plain],
+    });
+    let values: Vec<f64> = values
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .chain([1.0])
+        .collect();
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min).ln();
+    let hi = values.iter().copied().fold(0.0, f64::max).ln();
+    // A margin of a tenth of the span, and at least ±2 % around 1.
+    let pad = ((hi - lo) * 0.1).max(0.02);
+    let (lo, hi) = (lo - pad, hi + pad);
+    let x = |v: f64| x0 + (v.ln() - lo) / (hi - lo) * PLOT_W;
+    let _ = writeln!(
+        o,
+        "<svg class=\"ratios\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" \
+         height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" \
+         aria-label=\"TPS ratios with 95 % intervals\">"
+    );
+    let axis_y = TOP + ROW_H * rows.len() as f64 + 4.0;
+    let _ = writeln!(
+        o,
+        "<line x1=\"{x0}\" y1=\"{axis_y}\" x2=\"{x1}\" y2=\"{axis_y}\" stroke=\"#888\"/>"
+    );
+    let mut ticks: Vec<f64> = vec![1.0];
+    for t in [
+        0.1, 0.2, 0.25, 0.5, 0.67, 0.8, 0.9, 0.95, 0.98, 1.02, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0,
+        5.0, 10.0,
+    ] {
+        let inside = (lo..=hi).contains(&f64::ln(t));
+        if inside && ticks.iter().all(|k| (x(*k) - x(t)).abs() >= 40.0) {
+            ticks.push(t);
+        }
+    }
+    for t in ticks {
+        let tx = x(t);
+        let dash = if t == 1.0 {
+            " stroke-dasharray=\"4 3\""
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            o,
+            "<line x1=\"{tx:.1}\" y1=\"{TOP}\" x2=\"{tx:.1}\" y2=\"{axis_y}\" stroke=\"#ccc\"{dash}/>\
+             <text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{t}x</text>",
+            axis_y + 16.0
+        );
+    }
+    for (k, r) in rows.iter().enumerate() {
+        let y = TOP + ROW_H * (k as f64 + 0.5);
+        let _ = write!(
+            o,
+            "<text x=\"{label_w}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            y + 4.0,
+            esc(&r.label)
+        );
+        let note = match r.interval {
+            Some(i) => {
+                let color = if i.resolved() {
+                    r.color.as_str()
+                } else {
+                    "#999"
+                };
+                let (a, b, m) = (x(i.low), x(i.high), x(i.ratio));
+                let _ = write!(
+                    o,
+                    "<g class=\"ci\" stroke=\"{color}\" stroke-width=\"2\">\
+                     <line x1=\"{a:.1}\" y1=\"{y}\" x2=\"{b:.1}\" y2=\"{y}\"/>\
+                     <line x1=\"{a:.1}\" y1=\"{:.1}\" x2=\"{a:.1}\" y2=\"{:.1}\"/>\
+                     <line x1=\"{b:.1}\" y1=\"{:.1}\" x2=\"{b:.1}\" y2=\"{:.1}\"/></g>\
+                     <circle cx=\"{m:.1}\" cy=\"{y}\" r=\"4\" fill=\"{color}\"/>",
+                    y - 5.0,
+                    y + 5.0,
+                    y - 5.0,
+                    y + 5.0,
+                );
+                if i.resolved() {
+                    i.text()
+                } else {
+                    format!("{} not resolved", i.text())
+                }
+            }
+            None if r.plain.is_finite() && r.plain > 0.0 => {
+                let _ = write!(
+                    o,
+                    "<circle cx=\"{:.1}\" cy=\"{y}\" r=\"4\" fill=\"none\" stroke=\"#999\"/>",
+                    x(r.plain)
+                );
+                format!("{:.2}x, no interval", r.plain)
+            }
+            None => "no ratio".to_string(),
+        };
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            x1 + 10.0,
+            y + 4.0,
+            esc(&note)
+        );
+    }
+    o.push_str("</svg>\n");
+}
+
+/// Every run of a section, the disturbed ones highlighted and the
+/// excluded ones struck through, folded away unless the noise monitor
+/// flagged one.
+fn runs(o: &mut String, s: &Section) {
+    let all = s.group.iter().flat_map(|r| &r.runs);
+    let total = all.clone().count();
+    let disturbed = all.clone().filter(|r| r.disturbed).count();
+    let excluded = all.filter(|r| r.excluded).count();
+    let open = if disturbed + excluded > 0 {
+        " open"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        o,
+        "<details{open}><summary>Runs: {total}, disturbed {disturbed}, excluded \
+         {excluded}</summary>"
+    );
+    table_start(
+        o,
+        ["Mode", "round", "TPS", "CPU µs/txn", "WAL B/txn", "noise"].map(esc),
+    );
+    for (i, (r, label)) in s.group.iter().zip(&s.labels).enumerate() {
+        for run in &r.runs {
+            let (class, noise) = match (run.disturbed, run.excluded) {
+                (true, true) => (" class=\"excl\"", "disturbed, excluded"),
+                (false, true) => (" class=\"excl\"", "excluded"),
+                (true, false) => (" class=\"dist\"", "disturbed"),
+                (false, false) => ("", ""),
+            };
+            let per_txn = |v: u64| v as f64 / run.transactions.max(1) as f64;
+            let _ = writeln!(
+                o,
+                "<tr{class}><td><span class=\"sw\" style=\"background:{}\"></span>{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td>{noise}</td></tr>",
+                plot::css_color(i),
+                esc(label),
+                run.repeat,
+                fmt_tps(run.tps),
+                fmt_num(run.cpu_us_per_txn),
+                thousands(per_txn(run.wal_bytes)),
+            );
+        }
+    }
+    o.push_str(TABLE_END);
+    o.push_str("</details>\n");
 }
