@@ -78,6 +78,17 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
         assert_eq!(r["tps_runs"].as_array().unwrap().len(), 2);
         assert!(r["tps"].as_f64().unwrap() > 0.0, "{r}");
         assert_eq!(r["settings"]["torn_page_protection"], r["protection"]);
+        // The other mode of the workload, every figure's ratio paired by
+        // round with its interval.
+        let vs = r["vs"].as_array().unwrap();
+        assert_eq!(vs.len(), 1, "{r}");
+        assert_eq!(vs[0]["rounds"], 2, "{r}");
+        let tps = &vs[0]["tps"];
+        assert_eq!(tps["pairs"], 2, "{r}");
+        assert!(tps["low"].as_f64() <= tps["ratio"].as_f64(), "{r}");
+        assert!(vs[0]["wal_bytes_per_txn"]["high"].is_number(), "{r}");
+        assert!(r["wal_fsyncs_per_txn"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["runs"][0]["data_reads"].is_u64(), "{r}");
         // Each run carries every view's change over its measured part.
         for run in r["runs"].as_array().unwrap() {
             let s = &run["statistics"];
