@@ -136,3 +136,61 @@ fn bench_refuses_settings_it_does_not_have() {
         );
     }
 }
+
+/// `--aa` runs one configuration under two names; `--repeat auto` stops
+/// at whole order cycles and says why: here the most rounds allowed, as no
+/// two runs give a ratio within ±0.001 %.
+#[test]
+fn bench_aa_runs_one_configuration_twice_and_auto_says_why_it_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let report = dir.path().join("report");
+    let mut args: Vec<&OsStr> = [
+        "bench",
+        "--aa",
+        "--protection",
+        "off,full_pages",
+        "--workload",
+        "oltp_write_only",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0.05",
+        "--repeat",
+        "auto",
+        "--precision",
+        "0.001",
+        "--max-rounds",
+        "4",
+        "--clients",
+        "2",
+        "--tables",
+        "1",
+        "--table-size",
+        "500",
+    ]
+    .map(OsStr::new)
+    .to_vec();
+    for (flag, path) in [("--json", &json), ("--report", &report)] {
+        args.extend([OsStr::new(flag), path.as_os_str()]);
+    }
+    untorn(args)
+        .expect_code(0)
+        .expect_stdout("off copy=a")
+        .expect_stdout("off copy=b")
+        .expect_stdout("oltp_write_only: 4 rounds; the most rounds allowed were run");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = v.as_array().unwrap();
+    assert_eq!(results.len(), 2, "the first configuration, twice");
+    let mut a = results[0]["settings"].as_object().unwrap().clone();
+    let mut b = results[1]["settings"].as_object().unwrap().clone();
+    assert_eq!(a.remove("copy"), Some("a".into()));
+    assert_eq!(b.remove("copy"), Some("b".into()));
+    assert_eq!(a, b);
+    for r in results {
+        assert_eq!(r["protection"], "off");
+        assert_eq!(r["rounds"], 4);
+        assert_eq!(r["stop_reason"], "max_rounds");
+        assert_eq!(r["runs"].as_array().unwrap().len(), 4);
+    }
+}

@@ -181,6 +181,10 @@ impl BufferPool {
     pub fn page_size(&self) -> usize {
         self.page_size
     }
+    /// Frames that hold no page yet (the free list).
+    pub fn free_frames(&self) -> usize {
+        self.free.lock().len()
+    }
     pub fn nframes(&self) -> usize {
         self.frames.len()
     }

@@ -1,24 +1,23 @@
 //! A comparison in one run: every combination of settings asked for runs
-//! on its own freshly loaded copy of the same data, and the repeats are
-//! interleaved (A, B, C, A, B, C) so that noise on a shared machine hits
-//! every configuration alike.
+//! once per round, in a balanced order that changes from round to round
+//! (A B, B A, ...), each run on a fresh copy of the same loaded data with
+//! no other database open, so that noise on a shared machine hits every
+//! configuration alike and no position in a round is favoured.
 
-use super::device::{DeviceFileSystem, DeviceProfile};
+use super::adaptive::{self, Repeats};
+use super::confidence::round_order;
+use super::prepare::{make_template, open_copy, remove_database, template_key};
 use super::result::{ConfigResult, Run};
-use super::runner::{fresh_database_with, run_once, RunSpec};
-use super::workload::{by_name, Scale};
+use super::runner::{run_once, RunSpec};
+use super::workload::{by_name, Scale, Workload};
 use crate::error::Result;
-use crate::file::posix::PosixFileSystem;
-use crate::file::FileSystem;
-use crate::file::IoStats;
 use crate::settings::{
     ChecksumAlgorithm, RequestedCreationSettings, TornPageProtection, WalCompression,
 };
-use crate::{Database, Options};
+use crate::Options;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One configuration: every engine setting a comparison may vary.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,6 +38,10 @@ pub struct BenchConfig {
     pub checkpoint_completion_target: f64,
     /// `bgwriter_lru_maxpages` (0: no background writer).
     pub bgwriter_lru_maxpages: u32,
+    /// A name that tells apart copies of one configuration (`untorn bench
+    /// --aa`: `a` and `b`); shown as the `copy` setting. Changes nothing in
+    /// the engine.
+    pub copy: Option<String>,
 }
 
 impl Default for BenchConfig {
@@ -57,6 +60,7 @@ impl Default for BenchConfig {
             checkpoint_sort: true,
             checkpoint_completion_target: 0.9,
             bgwriter_lru_maxpages: Options::default().bgwriter_lru_maxpages,
+            copy: None,
         }
     }
 }
@@ -86,6 +90,18 @@ impl BenchConfig {
             bgwriter_lru_maxpages: self.bgwriter_lru_maxpages,
             ..Options::default()
         }
+    }
+
+    /// The A/A check (`untorn bench --aa`): this configuration twice, told
+    /// apart only by the `copy` setting (`a`, `b`), so the report's ratio
+    /// between them measures the instrument, not the engine.
+    pub fn aa_pair(&self) -> Vec<BenchConfig> {
+        ["a", "b"]
+            .map(|copy| BenchConfig {
+                copy: Some(copy.into()),
+                ..self.clone()
+            })
+            .to_vec()
     }
 
     /// Every setting, by name, as the report and the JSON show them.
@@ -120,6 +136,9 @@ impl BenchConfig {
             "bgwriter_lru_maxpages".into(),
             o.bgwriter_lru_maxpages.to_string(),
         );
+        if let Some(copy) = &self.copy {
+            m.insert("copy".into(), copy.clone());
+        }
         m
     }
 }
@@ -131,13 +150,15 @@ pub struct BenchPlan {
     pub configs: Vec<BenchConfig>,
     pub scale: Scale,
     pub spec: RunSpec,
-    pub repeats: usize,
+    /// Rounds per workload: fixed, or adaptive (`--repeat auto`).
+    pub repeats: Repeats,
     /// Where the databases go (one subdirectory per workload and
-    /// configuration, [`BenchPlan::db_dir`]).
+    /// configuration, [`BenchPlan::db_dir`], and the templates they are
+    /// copied from, [`BenchPlan::template_dir`]).
     pub dir: PathBuf,
     pub seed: u64,
-    /// Leave the databases in `dir` after the runs (closed cleanly), for
-    /// `untorn check`; otherwise each is removed once checked.
+    /// Leave the last round's databases in `dir` (closed cleanly), for
+    /// `untorn check`; otherwise each run's is removed once checked.
     pub keep: bool,
 }
 
@@ -147,15 +168,7 @@ impl BenchPlan {
     /// (`tpcb-full_pages-crc32c-page8KB-wal8KB`), plus the configuration's
     /// number when two share them.
     pub fn db_dir(&self, workload: &str, config: usize) -> PathBuf {
-        let label = |c: &BenchConfig| {
-            format!(
-                "{workload}-{}-{}-page{}KB-wal{}KB",
-                c.protection,
-                c.data_checksums,
-                c.page_size / 1024,
-                c.wal_block_size / 1024
-            )
-        };
+        let label = |c: &BenchConfig| format!("{workload}-{}", template_key(c));
         let name = label(&self.configs[config]);
         let shared = self.configs.iter().filter(|c| label(c) == name).count() > 1;
         self.dir.join(if shared {
@@ -164,10 +177,19 @@ impl BenchPlan {
             name
         })
     }
+
+    /// The template `config`'s runs of `workload` are copied from, shared
+    /// by every configuration with the same creation settings.
+    pub fn template_dir(&self, workload: &str, config: usize) -> PathBuf {
+        let key = template_key(&self.configs[config]);
+        self.dir.join(format!("{workload}-template-{key}"))
+    }
 }
 
 /// What the progress callback is told.
 pub enum Progress<'a> {
+    /// Loading the template `config` (and every configuration sharing its
+    /// creation settings) starts from.
     Loading {
         workload: &'a str,
         config: usize,
@@ -180,50 +202,40 @@ pub enum Progress<'a> {
     Ran {
         run: &'a Run,
     },
+    /// A round ended: `rounds` done, and the widest interval of the
+    /// ratios shown ([`adaptive::widest_pct`]).
+    Round {
+        workload: &'a str,
+        rounds: usize,
+        widest_pct: Option<f64>,
+    },
 }
 
-fn open_fresh(
-    dir: &Path,
-    config: &BenchConfig,
-    workload: &dyn super::workload::Workload,
-) -> Result<Database> {
-    let io_stats = Arc::new(IoStats::default());
-    let real: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::new(io_stats.clone()));
-    let fs: Arc<dyn FileSystem> = match DeviceProfile::by_name(&config.device)? {
-        Some(profile) => Arc::new(DeviceFileSystem::new(real, profile)),
-        None => real,
-    };
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| crate::Error::io(dir, "remove", e))?;
-    }
-    fresh_database_with(
-        fs,
-        io_stats,
-        dir,
-        config.options(workload.data_bytes()),
-        workload,
-    )
-}
-
-/// Runs the plan: per workload, loads each configuration's database, then
-/// runs the repeats interleaved across configurations; checks each
-/// workload's invariant at the end. One result per (workload, config).
+/// Runs the plan: per workload, loads one template per set of creation
+/// settings, then runs rounds until [`adaptive::next_step`] says stop.
+/// In round `r` the configurations run in [`round_order`]`(n, r)`, each on
+/// a fresh copy of its template with no other database open; each run's
+/// database is checked against the workload's invariant, closed, and
+/// removed unless `keep` (then the last round's stay). One result per
+/// (workload, config).
 pub fn run_plan(
     plan: &BenchPlan,
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<Vec<ConfigResult>> {
+    let job = Instant::now();
     let mut out = Vec::new();
-    for name in &plan.workloads {
+    for (w, name) in plan.workloads.iter().enumerate() {
         let workload = by_name(name, &plan.scale)?;
-        let mut dbs = Vec::with_capacity(plan.configs.len());
-        for (i, config) in plan.configs.iter().enumerate() {
-            progress(Progress::Loading {
-                workload: name,
-                config: i,
-            });
-            let dir = plan.db_dir(name, i);
-            dbs.push((dir.clone(), open_fresh(&dir, config, workload.as_ref())?));
-        }
+        // What is left of the budget, shared among the workloads left.
+        let share = match &plan.repeats {
+            Repeats::Auto { budget, .. } => {
+                budget.saturating_sub(job.elapsed()) / (plan.workloads.len() - w) as u32
+            }
+            Repeats::Fixed(_) => Duration::MAX,
+        };
+        let loading = Instant::now();
+        let templates = make_templates(plan, name, workload.as_ref(), &mut progress)?;
+        let budget = share.saturating_sub(loading.elapsed());
         let mut results: Vec<ConfigResult> = plan
             .configs
             .iter()
@@ -235,31 +247,89 @@ pub fn run_plan(
                 ..Default::default()
             })
             .collect();
-        for repeat in 0..plan.repeats {
-            for (i, (_, db)) in dbs.iter().enumerate() {
+        let started = Instant::now();
+        let mut rounds = 0;
+        let stop = loop {
+            for i in round_order(plan.configs.len(), rounds) {
                 progress(Progress::Running {
                     workload: name,
                     config: i,
-                    repeat,
+                    repeat: rounds,
                 });
-                let seed = plan.seed ^ ((repeat as u64) << 32);
-                let run = run_once(db, workload.as_ref(), &plan.spec, repeat, seed)?;
+                let run = run_copy(plan, name, i, &templates[i], workload.as_ref(), rounds)?;
                 progress(Progress::Ran { run: &run });
                 results[i].runs.push(run);
             }
-        }
-        for (dir, db) in dbs {
-            workload.check(&db)?;
-            db.close()?;
-            if !plan.keep {
-                std::fs::remove_dir_all(&dir).map_err(|e| crate::Error::io(&dir, "remove", e))?;
+            rounds += 1;
+            progress(Progress::Round {
+                workload: name,
+                rounds,
+                widest_pct: adaptive::widest_pct(&results),
+            });
+            let elapsed = started.elapsed();
+            if let Some(stop) =
+                adaptive::next_step(&results, rounds, elapsed, budget, &plan.repeats)
+            {
+                break stop;
             }
+        };
+        // A shared template is already gone the second time: a no-op.
+        for t in &templates {
+            remove_database(t)?;
         }
         for r in &mut results {
+            r.rounds = rounds;
+            r.stop_reason = Some(stop);
             r.summarize();
         }
         out.extend(results);
     }
     crate::lab::result::compare_workloads(&mut out);
     Ok(out)
+}
+
+/// Makes the templates of `workload`: one per set of creation settings
+/// ([`template_key`]); returns each configuration's.
+fn make_templates(
+    plan: &BenchPlan,
+    workload: &str,
+    w: &dyn Workload,
+    progress: &mut impl FnMut(Progress<'_>),
+) -> Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = Vec::with_capacity(plan.configs.len());
+    for (i, config) in plan.configs.iter().enumerate() {
+        let dir = plan.template_dir(workload, i);
+        if !out.contains(&dir) {
+            progress(Progress::Loading {
+                workload,
+                config: i,
+            });
+            make_template(&dir, config, w)?;
+        }
+        out.push(dir);
+    }
+    Ok(out)
+}
+
+/// One run of configuration `config` in round `round`, on a fresh copy of
+/// `template`; the database is checked, closed, and removed unless kept.
+fn run_copy(
+    plan: &BenchPlan,
+    workload: &str,
+    config: usize,
+    template: &Path,
+    w: &dyn Workload,
+    round: usize,
+) -> Result<Run> {
+    let dir = plan.db_dir(workload, config);
+    let db = open_copy(template, &dir, &plan.configs[config], w)?;
+    // Every configuration of a round makes the same random choices.
+    let seed = plan.seed ^ ((round as u64) << 32);
+    let run = run_once(&db, w, &plan.spec, round, seed)?;
+    w.check(&db)?;
+    db.close()?;
+    if !plan.keep {
+        remove_database(&dir)?;
+    }
+    Ok(run)
 }

@@ -7,7 +7,11 @@
 //! - [`device`]: device models, a file layer that adds modelled latency to
 //!   the real one (`--device`);
 //! - [`runner`]: clients, warm-up, per-second sampling, interleaved repeats;
-//! - [`compare`]: every combination of settings on its own copy of the data;
+//! - [`compare`]: every combination of settings, run round by round in a
+//!   balanced order, one database open at a time;
+//! - [`prepare`]: a template loaded once, a fresh durable copy per run,
+//!   opened cleanly and prewarmed alike;
+//! - [`adaptive`]: how many rounds (`--repeat auto|N`) and why it stopped;
 //! - [`confidence`]: paired ratios with 95 % intervals, the balanced order
 //!   of a round, when an adaptive run has enough;
 //! - [`report`], [`plot`]: tables in the seeds' shape, CSV, plots and the
@@ -15,11 +19,13 @@
 //! - [`checksum_bench`]: single-core throughput of the page checksums
 //!   (`untorn bench-checksums`).
 
+pub mod adaptive;
 pub mod checksum_bench;
 pub mod compare;
 pub mod confidence;
 pub mod device;
 pub mod plot;
+pub mod prepare;
 pub mod report;
 pub mod result;
 pub mod runner;

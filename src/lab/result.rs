@@ -2,7 +2,7 @@
 //! `untorn bench --json` (documented in docs/BENCHMARKS.md), the rows of the
 //! CSV files and the input of the report.
 
-use crate::lab::confidence::{paired_ratio, RatioInterval};
+use crate::lab::confidence::{paired_ratio, RatioInterval, StopReason};
 use serde::{Deserialize, Serialize};
 
 /// Latency figures in milliseconds (from an HdrHistogram of every
@@ -151,6 +151,13 @@ pub struct ConfigResult {
     /// Every setting the runs used, by name.
     pub settings: std::collections::BTreeMap<String, String>,
     pub runs: Vec<Run>,
+    /// Rounds the workload ran (every configuration once per round), and
+    /// why no more were added (`None` in results from before adaptive
+    /// repeats). Equal in every configuration of a workload.
+    #[serde(default)]
+    pub rounds: usize,
+    #[serde(default)]
+    pub stop_reason: Option<StopReason>,
 }
 
 impl ConfigResult {

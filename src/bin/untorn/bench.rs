@@ -6,6 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+use untorn::lab::adaptive::{self, Repeats};
 use untorn::lab::compare::{run_plan, BenchConfig, BenchPlan, Progress};
 use untorn::lab::report;
 use untorn::lab::runner::RunSpec;
@@ -67,10 +68,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 4)]
     clients: usize,
     /// Measured seconds per run.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 5.0)]
     duration: f64,
-    /// Warm-up seconds before each run (not measured).
-    #[arg(long, default_value_t = 2.0)]
+    /// Warm-up seconds before each run (not measured), after the buffer
+    /// pool is prewarmed.
+    #[arg(long, default_value_t = 1.0)]
     warmup: f64,
     /// pgbench scale factor (tpcb).
     #[arg(long, default_value_t = 1)]
@@ -81,9 +83,27 @@ pub struct BenchArgs {
     /// sysbench --table-size.
     #[arg(long, default_value_t = 25_000)]
     table_size: u64,
-    /// Interleaved repeats of every configuration.
-    #[arg(long, default_value_t = 3)]
-    repeat: usize,
+    /// Rounds (each configuration once per round, in a balanced order):
+    /// a number, or auto (whole order cycles until every ratio reaches
+    /// --precision, the --budget would run out, or --max-rounds).
+    #[arg(long, default_value = "auto")]
+    repeat: String,
+    /// With --repeat auto: the 95 % interval half width every ratio must
+    /// reach, in percent.
+    #[arg(long, default_value_t = 3.0)]
+    precision: f64,
+    /// With --repeat auto: seconds the whole job may take, shared among
+    /// the workloads (what one leaves passes to the next).
+    #[arg(long, default_value_t = 300.0)]
+    budget: f64,
+    /// With --repeat auto: the most rounds per workload.
+    #[arg(long, default_value_t = 60)]
+    max_rounds: usize,
+    /// A/A check: run only the first configuration, under two names
+    /// (copy a and copy b); the ratio between them should be 1 within its
+    /// interval.
+    #[arg(long)]
+    aa: bool,
     /// Where the databases go, one subdirectory per workload and
     /// configuration [default: a temporary directory].
     #[arg(long)]
@@ -197,7 +217,33 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         c.options(0).creation.or_defaults().validate()?;
         c.options(0).validate()?;
     }
+    if a.aa {
+        out = out[0].aa_pair();
+    }
     Ok(out)
+}
+
+/// `--repeat`: a number of rounds, or auto with the adaptive flags.
+fn repeats(a: &BenchArgs) -> untorn::Result<Repeats> {
+    if a.repeat == "auto" {
+        if !(a.precision > 0.0 && a.budget > 0.0 && a.max_rounds >= 2) {
+            return Err(Error::Invalid(
+                "--precision and --budget must be above zero and --max-rounds at least 2".into(),
+            ));
+        }
+        return Ok(Repeats::Auto {
+            precision_pct: a.precision,
+            budget: Duration::from_secs_f64(a.budget),
+            max_rounds: a.max_rounds,
+        });
+    }
+    match a.repeat.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(Repeats::Fixed(n)),
+        _ => Err(Error::Invalid(format!(
+            "--repeat {:?}: use auto or a number of rounds above zero",
+            a.repeat
+        ))),
+    }
 }
 
 /// Replaces each config by one per value of an axis.
@@ -228,9 +274,10 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             )));
         }
     }
-    if a.repeat == 0 || a.clients == 0 || a.duration <= 0.0 {
+    let repeats = repeats(a)?;
+    if a.clients == 0 || a.duration <= 0.0 {
         return Err(Error::Invalid(
-            "--repeat, --clients and --duration must be above zero".into(),
+            "--clients and --duration must be above zero".into(),
         ));
     }
     let tmp;
@@ -256,48 +303,92 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             warmup: Duration::from_secs_f64(a.warmup.max(0.0)),
             duration: Duration::from_secs_f64(a.duration),
         },
-        repeats: a.repeat,
+        repeats: repeats.clone(),
         dir,
         seed: a.seed,
         keep: a.keep,
     };
-    let total = (plan.workloads.len() * configs.len() * a.repeat) as u64;
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs  {msg}")
-            .expect("static template")
-            .progress_chars("=> "),
-    );
+    // Fixed rounds: the bar counts runs. Auto: it counts the budget's
+    // seconds, and the message says the rounds and the widest interval.
+    let bar = match &repeats {
+        Repeats::Fixed(n) => {
+            let bar = ProgressBar::new((plan.workloads.len() * configs.len() * n) as u64);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:40}] {pos}/{len} runs  {msg}",
+                )
+                .expect("static template")
+                .progress_chars("=> "),
+            );
+            bar
+        }
+        Repeats::Auto { budget, .. } => {
+            let bar = ProgressBar::new(budget.as_secs());
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:40}] {pos}/{len} s budget  {msg}",
+                )
+                .expect("static template")
+                .progress_chars("=> "),
+            );
+            bar
+        }
+    };
+    let auto = matches!(repeats, Repeats::Auto { .. });
+    let started = std::time::Instant::now();
     let label = |i: usize| {
         let c = &configs[i];
         format!(
-            "{} {} page {} WAL block {} wal_compression {} checkpoint_sort {} bgwriter_lru_maxpages {}",
+            "{} {} page {} WAL block {} wal_compression {} checkpoint_sort {} bgwriter_lru_maxpages {}{}",
             c.protection,
             c.data_checksums,
             c.page_size,
             c.wal_block_size,
             c.wal_compression,
             if c.checkpoint_sort { "on" } else { "off" },
-            c.bgwriter_lru_maxpages
+            c.bgwriter_lru_maxpages,
+            c.copy.as_ref().map(|c| format!(" copy {c}")).unwrap_or_default()
         )
     };
-    let results = run_plan(&plan, |p| match p {
-        Progress::Loading { workload, config } => {
-            bar.set_message(format!("loading {workload} for {}", label(config)))
+    let mut status = String::new();
+    let results = run_plan(&plan, |p| {
+        if auto {
+            bar.set_position(started.elapsed().as_secs().min(bar.length().unwrap_or(0)));
         }
-        Progress::Running {
-            workload,
-            config,
-            repeat,
-        } => bar.set_message(format!(
-            "{workload}: {} (repeat {})",
-            label(config),
-            repeat + 1
-        )),
-        Progress::Ran { .. } => bar.inc(1),
+        match p {
+            Progress::Loading { workload, config } => {
+                status.clear();
+                bar.set_message(format!("loading {workload} for {}", label(config)))
+            }
+            Progress::Running {
+                workload,
+                config,
+                repeat,
+            } => bar.set_message(format!(
+                "{workload}: {} (round {}){status}",
+                label(config),
+                repeat + 1
+            )),
+            Progress::Ran { .. } if !auto => bar.inc(1),
+            Progress::Ran { .. } => {}
+            Progress::Round {
+                rounds, widest_pct, ..
+            } => {
+                status = match widest_pct {
+                    Some(w) if w.is_finite() => format!("; {rounds} rounds, widest ±{w:.1} %"),
+                    _ => format!("; {rounds} rounds"),
+                }
+            }
+        }
     })?;
     bar.finish_and_clear();
     println!("{}", report::comparison_table(&results));
+    let precision = auto.then_some(a.precision);
+    for group in results.chunks(configs.len()) {
+        if let Some(line) = adaptive::stop_line(group, precision) {
+            println!("{line}");
+        }
+    }
     if let Some(path) = &a.json {
         report::write_json(path, &results)?;
         println!("JSON: {}", path.display());
@@ -327,7 +418,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
     )?;
     println!("Report: {}", index.display());
     if plan.keep {
-        println!("Databases kept (check one with `untorn check DIR`):");
+        println!("Last round's databases kept (check one with `untorn check DIR`):");
         for w in &plan.workloads {
             for i in 0..configs.len() {
                 println!("  {}", plan.db_dir(w, i).display());
