@@ -6,6 +6,8 @@
 //! - [`workload`]: pgbench's TPC-B-like transaction and sysbench's OLTP set;
 //! - [`device`]: device models, a file layer that adds modelled latency to
 //!   the real one (`--device`);
+//! - [`noise`]: the noise monitor (other processes, steal, a calibration
+//!   probe) and the disturbed-run rule;
 //! - [`runner`]: clients, warm-up, per-second sampling, interleaved repeats;
 //! - [`compare`]: every combination of settings on its own copy of the data;
 //! - [`confidence`]: paired ratios with 95 % intervals, the balanced order
@@ -19,6 +21,7 @@ pub mod checksum_bench;
 pub mod compare;
 pub mod confidence;
 pub mod device;
+pub mod noise;
 pub mod plot;
 pub mod report;
 pub mod result;

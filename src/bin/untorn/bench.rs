@@ -102,6 +102,10 @@ pub struct BenchArgs {
     /// [default: untorn-report in the current directory].
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Leave the runs the noise monitor found disturbed out of every
+    /// figure (they stay in the JSON, marked `excluded`).
+    #[arg(long)]
+    drop_disturbed: bool,
     /// Seed of the clients' random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -281,7 +285,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             c.bgwriter_lru_maxpages
         )
     };
-    let results = run_plan(&plan, |p| match p {
+    let mut results = run_plan(&plan, |p| match p {
         Progress::Loading { workload, config } => {
             bar.set_message(format!("loading {workload} for {}", label(config)))
         }
@@ -297,7 +301,11 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         Progress::Ran { .. } => bar.inc(1),
     })?;
     bar.finish_and_clear();
+    untorn::lab::noise::mark_excluded(&mut results, a.drop_disturbed);
     println!("{}", report::comparison_table(&results));
+    for line in untorn::lab::noise::summary_lines(&results, a.drop_disturbed) {
+        println!("{line}");
+    }
     if let Some(path) = &a.json {
         report::write_json(path, &results)?;
         println!("JSON: {}", path.display());
