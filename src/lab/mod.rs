@@ -12,6 +12,7 @@
 //! - [`compare`]: every combination of settings on its own copy of the data;
 //! - [`confidence`]: paired ratios with 95 % intervals, the balanced order
 //!   of a round, when an adaptive run has enough;
+//! - [`cycles`]: checkpoint cycles folded onto one (the 100 ms series);
 //! - [`report`], [`plot`]: tables in the seeds' shape, CSV, plots and the
 //!   HTML report;
 //! - [`checksum_bench`]: single-core throughput of the page checksums
@@ -20,6 +21,7 @@
 pub mod checksum_bench;
 pub mod compare;
 pub mod confidence;
+pub mod cycles;
 pub mod device;
 pub mod noise;
 pub mod plot;
