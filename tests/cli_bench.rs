@@ -194,3 +194,61 @@ fn bench_aa_runs_one_configuration_twice_and_auto_says_why_it_stopped() {
         assert_eq!(r["runs"].as_array().unwrap().len(), 4);
     }
 }
+
+/// `--drop-disturbed`: each run carries the noise monitor's report and its
+/// 100 ms series, and exactly the disturbed runs are excluded (which runs
+/// are disturbed depends on the machine, so only that is asserted).
+#[test]
+fn bench_drop_disturbed_excludes_exactly_the_disturbed_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let mut args: Vec<&OsStr> = [
+        "bench",
+        "--workload",
+        "tpcb",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.1",
+        "--repeat",
+        "2",
+        "--drop-disturbed",
+    ]
+    .map(OsStr::new)
+    .to_vec();
+    let report = dir.path().join("report");
+    for (flag, path) in [("--json", &json), ("--report", &report)] {
+        args.extend([OsStr::new(flag), path.as_os_str()]);
+    }
+    let run = untorn(args);
+    run.expect_code(0);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let runs: Vec<&serde_json::Value> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["runs"].as_array().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 4);
+    let mut disturbed = 0;
+    for r in &runs {
+        assert_eq!(r["excluded"], r["disturbed"], "{r}");
+        assert!(!r["fine_series"].as_array().unwrap().is_empty(), "{r}");
+        if cfg!(target_os = "linux") {
+            let n = &r["noise"];
+            assert!(n["probe_copy_ms"].as_f64().unwrap() > 0.0, "{n}");
+            assert!(n["probe_copy_ratio"].as_f64().unwrap() > 0.0, "{n}");
+            let why = n["reasons"].as_array().unwrap();
+            assert_eq!(why.is_empty(), r["disturbed"] == false, "{n}");
+        }
+        disturbed += usize::from(r["disturbed"] == true);
+    }
+    if cfg!(target_os = "linux") {
+        let line = run.line_starting("tpcb: ");
+        assert!(
+            line.starts_with(&format!("tpcb: {disturbed} of 4 runs disturbed")),
+            "{line}"
+        );
+        assert_eq!(line.ends_with(", excluded"), disturbed > 0, "{line}");
+    }
+}

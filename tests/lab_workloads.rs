@@ -135,6 +135,26 @@ fn a_run_fills_its_figures_and_series() {
     assert_eq!(r.series[0].second, 0);
     assert_eq!(r.series[1].second, 1);
     assert!(r.series.iter().all(|s| s.tps > 0.0 && s.wal_bytes > 0));
+    // The 100 ms series: a sample per tick (fewer if the sampler woke
+    // late), in order, inside the run, adding up to the seconds' WAL.
+    let fine = &r.fine_series;
+    assert!((2..=13).contains(&fine.len()), "{fine:?}");
+    assert_eq!(fine[0].ms, 0);
+    assert!(fine.windows(2).all(|w| w[0].ms < w[1].ms && w[1].ms < 1300));
+    assert!(fine.iter().any(|s| s.tps > 0.0 && s.p99 > 0.0));
+    let wal = |it: &mut dyn Iterator<Item = u64>| it.sum::<u64>();
+    assert_eq!(
+        wal(&mut fine.iter().map(|s| s.wal)),
+        wal(&mut r.series.iter().map(|s| s.wal_bytes))
+    );
+    // The noise monitor looked (on Linux) and judged nothing yet.
+    if cfg!(target_os = "linux") {
+        let n = r.noise.as_ref().expect("a noise report on Linux");
+        assert!(n.probe_copy_ms.is_some_and(|ms| ms > 0.0), "{n:?}");
+        assert!(n.probe_fsync_ms.is_some_and(|ms| ms > 0.0), "{n:?}");
+        assert!(n.other_cores >= 0.0 && n.steal_pct >= 0.0, "{n:?}");
+        assert!(!r.disturbed && n.reasons.is_empty());
+    }
     db.close().unwrap();
 }
 
@@ -152,6 +172,7 @@ fn a_checkpoint_during_the_run_is_marked_in_its_second() {
     assert!(r.checkpoints >= 1, "{r:?}");
     assert!(r.series.iter().any(|s| s.checkpoint_started));
     assert!(r.series.iter().any(|s| s.checkpoint_ended));
+    assert!(r.fine_series.iter().any(|s| s.ckpt_start), "{r:?}");
     assert!(r.data_writes > 0 && r.data_fsyncs > 0, "{r:?}");
     assert_eq!((r.dw_page_writes, r.dw_fsyncs), (0, 0));
     db.close().unwrap();

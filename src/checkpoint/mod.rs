@@ -145,6 +145,10 @@ pub(crate) struct CheckpointState {
     one_at_a_time: Mutex<()>,
     /// Checkpoints started since opening (those completed are in `stats`).
     pub(crate) started: AtomicU64,
+    /// The running checkpoint's work units done (high 32 bits) of its
+    /// units to do (low 32 bits); 0 when none runs. One word, so a reader
+    /// never sees the two halves of different checkpoints.
+    pub(crate) progress: AtomicU64,
     /// The redo point of the last checkpoint, and when it started (engine
     /// clock): what the triggers measure from.
     last: Mutex<(Lsn, Duration)>,
@@ -155,6 +159,23 @@ pub(crate) struct CheckpointState {
 }
 
 impl CheckpointState {
+    /// Notes `done` of `units` work units of the running checkpoint done
+    /// (0 of 0: none runs).
+    pub(crate) fn set_progress(&self, done: usize, units: usize) {
+        let clamp = |n: usize| n.min(u32::MAX as usize) as u64;
+        self.progress.store(
+            clamp(done) << 32 | clamp(units),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The running checkpoint's work done, as (units done, units to do).
+    pub(crate) fn progress(&self) -> Option<(u64, u64)> {
+        let p = self.progress.load(std::sync::atomic::Ordering::Relaxed);
+        let units = p & u64::from(u32::MAX);
+        (units > 0).then_some((p >> 32, units))
+    }
+
     /// The state of an engine opened with its last redo point at `redo`,
     /// at `now` on the engine's clock.
     pub(crate) fn starting_at(redo: Lsn, now: Duration) -> Self {
@@ -162,6 +183,7 @@ impl CheckpointState {
             redo_point: RedoPoint(RwLock::new(redo)),
             one_at_a_time: Mutex::new(()),
             started: AtomicU64::new(0),
+            progress: AtomicU64::new(0),
             last: Mutex::new((redo, now)),
             waiting: AtomicUsize::new(0),
             stats: Mutex::new(CheckpointStats::default()),

@@ -34,7 +34,9 @@ pub(crate) fn run_paced(engine: &Engine, reason: Reason, spread: bool) -> Result
         if hurry {
             state.waiting.fetch_sub(1, SeqCst);
         }
-        engine.stop_if_fatal(run_once(engine, reason, spread))
+        let result = engine.stop_if_fatal(run_once(engine, reason, spread));
+        state.set_progress(0, 0);
+        result
     };
     match &result {
         Ok(log) => {
@@ -62,6 +64,8 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
     let clock = &engine.options.clock;
     engine.check_usable()?;
     state.started.fetch_add(1, Relaxed);
+    // Running, with its work not yet counted.
+    state.set_progress(0, 1);
     let start = clock.now();
     let (previous_redo, redo) = state.redo_point.advance(|| engine.wal.insert_lsn());
     *state.last.lock() = (redo, start);
@@ -80,7 +84,9 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
     };
     // Work units: pages to write, then files to fsync (the open files
     // now, a close bound: a file first opened meanwhile adds one).
-    let units = (pages.len() + engine.pool.files().open_count()).max(1) as f64;
+    let units_n = (pages.len() + engine.pool.files().open_count()).max(1);
+    let units = units_n as f64;
+    state.set_progress(0, units_n);
     let flush_after = engine.options.checkpoint_flush_after as usize;
     let mut not_written_back = Vec::new();
     let (mut done, mut written) = (0usize, 0u64);
@@ -89,6 +95,7 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
             .pool
             .write_for_checkpoint(chunk, Issuer::Checkpointer)? as u64;
         done += chunk.len();
+        state.set_progress(done, units_n);
         if flush_after > 0 {
             not_written_back.extend_from_slice(chunk);
             if not_written_back.len() >= flush_after {
@@ -106,6 +113,7 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
         .pool
         .files()
         .sync_each(Issuer::Checkpointer, |i, _| {
+            state.set_progress(pages.len() + i, units_n);
             schedule.pause((pages.len() + i) as f64 / units);
         })?;
     let syncs_done = clock.now();

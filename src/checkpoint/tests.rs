@@ -126,6 +126,9 @@ struct NotingClock {
     time: ManualClock,
     stats: parking_lot::Mutex<Option<Arc<IoStats>>>,
     naps: parking_lot::Mutex<Vec<(f64, u64)>>,
+    /// The checkpointer's own progress at each nap.
+    engine: parking_lot::Mutex<Option<std::sync::Weak<crate::engine::Engine>>>,
+    progress: parking_lot::Mutex<Vec<Option<(u64, u64)>>>,
 }
 
 impl ClockSource for NotingClock {
@@ -140,6 +143,9 @@ impl ClockSource for NotingClock {
                 .lock()
                 .push((self.time.now().as_secs_f64(), pages / 8192));
         }
+        if let Some(engine) = self.engine.lock().as_ref().and_then(|e| e.upgrade()) {
+            self.progress.lock().push(engine.checkpoint.progress());
+        }
     }
 }
 
@@ -149,6 +155,8 @@ fn a_spread_checkpoint_is_paced_over_the_target() {
         time: ManualClock::default(),
         stats: Default::default(),
         naps: Default::default(),
+        engine: Default::default(),
+        progress: Default::default(),
     });
     let options = Options {
         clock: Clock::new(clock.clone()),
@@ -162,6 +170,8 @@ fn a_spread_checkpoint_is_paced_over_the_target() {
     assert_eq!(clock.now(), std::time::Duration::ZERO);
     dirty_scattered(&db, &tables, 3000);
     *clock.stats.lock() = Some(db.io_stats().clone());
+    *clock.engine.lock() = Some(Arc::downgrade(&db.engine));
+    assert_eq!(db.checkpoint_progress(), None);
     let before = db
         .io_stats()
         .bytes_by(Issuer::Checkpointer, FileKind::Data, IoOp::Write)
@@ -188,6 +198,26 @@ fn a_spread_checkpoint_is_paced_over_the_target() {
             "at {t:.1} s, {share_pages:.3} of the pages were written"
         );
     }
+    // The checkpointer's own progress, read at each nap, moves forward
+    // through the work it counted and is gone once it is done.
+    let progress = clock.progress.lock().clone();
+    assert!(progress.len() > 100);
+    let mut last = 0;
+    for p in progress {
+        let (done, units) = p.expect("a checkpoint runs during its naps");
+        assert_eq!(units, log.pages_marked + log.files_synced);
+        assert!(
+            done >= last && done <= units,
+            "{done} of {units} after {last}"
+        );
+        last = done;
+    }
+    assert!(
+        last >= log.pages_marked,
+        "{last} of {} pages",
+        log.pages_marked
+    );
+    assert_eq!(db.checkpoint_progress(), None);
 }
 
 #[test]

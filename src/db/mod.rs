@@ -271,6 +271,18 @@ impl Database {
         self.engine.checkpoint.started.load(Relaxed)
     }
 
+    /// The running checkpoint's progress, 0 to 1 (pages written and files
+    /// fsynced of those it has to); `None` when none runs.
+    pub fn checkpoint_progress(&self) -> Option<f64> {
+        let (done, units) = self.engine.checkpoint.progress()?;
+        Some((done as f64 / units as f64).min(1.0))
+    }
+
+    /// The database's directory.
+    pub fn directory(&self) -> &Path {
+        &self.engine.dir
+    }
+
     /// Closes cleanly: a shutdown checkpoint, control file "shut down",
     /// then the statistics saved (a failure to save them is only logged).
     pub fn close(mut self) -> Result<()> {

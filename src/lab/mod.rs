@@ -6,6 +6,8 @@
 //! - [`workload`]: pgbench's TPC-B-like transaction and sysbench's OLTP set;
 //! - [`device`]: device models, a file layer that adds modelled latency to
 //!   the real one (`--device`);
+//! - [`noise`]: the noise monitor (other processes, steal, a calibration
+//!   probe) and the disturbed-run rule;
 //! - [`runner`]: clients, warm-up, per-second sampling, interleaved repeats;
 //! - [`compare`]: every combination of settings, run round by round in a
 //!   balanced order, one database open at a time;
@@ -14,6 +16,7 @@
 //! - [`adaptive`]: how many rounds (`--repeat auto|N`) and why it stopped;
 //! - [`confidence`]: paired ratios with 95 % intervals, the balanced order
 //!   of a round, when an adaptive run has enough;
+//! - [`cycles`]: checkpoint cycles folded onto one (the 100 ms series);
 //! - [`report`], [`plot`]: tables in the seeds' shape, CSV, plots and the
 //!   HTML report;
 //! - [`checksum_bench`]: single-core throughput of the page checksums
@@ -23,7 +26,9 @@ pub mod adaptive;
 pub mod checksum_bench;
 pub mod compare;
 pub mod confidence;
+pub mod cycles;
 pub mod device;
+pub mod noise;
 pub mod plot;
 pub mod prepare;
 pub mod report;

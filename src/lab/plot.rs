@@ -17,7 +17,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::lab::result::{ConfigResult, Run, Sample};
+use crate::lab::result::{ConfigResult, FineSample, Run, Sample};
 
 /// Size of every chart, in pixels.
 pub const WIDTH: u32 = 960;
@@ -331,6 +331,129 @@ fn draw<DB: DrawingBackend>(
         ))?;
     }
     draw_legend(&legend, lines)?;
+    root.present()?;
+    Ok(())
+}
+
+/// The two files of one configuration's folded checkpoint cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoldFiles {
+    /// The configuration's mode label.
+    pub label: String,
+    pub svg: PathBuf,
+    pub png: PathBuf,
+}
+
+/// Bins of the median line of a folded cycle (5 % of the cycle each).
+const FOLD_BINS: usize = 20;
+
+/// Draws configuration `r`'s checkpoint cycles folded onto one
+/// ([`crate::lab::cycles`]) into `dir/<stem>_cycle.svg` and `.png`: TPS
+/// above, p99 latency below, a faint point per 100 ms sample of every
+/// cycle of every run kept, and the median per 5 % of the cycle as a line.
+/// `None` when no run has a complete cycle.
+pub fn plot_fold(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    (label, color): (&str, usize),
+    r: &ConfigResult,
+) -> Result<Option<FoldFiles>> {
+    let folded = crate::lab::cycles::fold_config(r);
+    if folded.is_empty() {
+        return Ok(None);
+    }
+    register_fonts();
+    let cycles: usize = r
+        .runs
+        .iter()
+        .filter(|run| !run.excluded)
+        .map(|run| {
+            run.fine_series
+                .iter()
+                .filter(|s| s.ckpt_start)
+                .count()
+                .saturating_sub(1)
+        })
+        .sum();
+    let caption = format!("{title}, {label}: {cycles} checkpoint cycles folded");
+    let svg = dir.join(format!("{stem}_cycle.svg"));
+    let png = dir.join(format!("{stem}_cycle.png"));
+    let size = (WIDTH, HEIGHT * 3 / 2);
+    let color = COLORS[color % COLORS.len()];
+    {
+        let root = SVGBackend::new(&svg, size).into_drawing_area();
+        draw_fold(root, &caption, color, &folded).map_err(|e| plot_error(&svg, e))?;
+    }
+    {
+        let root = BitMapBackend::new(&png, size).into_drawing_area();
+        draw_fold(root, &caption, color, &folded).map_err(|e| plot_error(&png, e))?;
+    }
+    Ok(Some(FoldFiles {
+        label: label.to_string(),
+        svg,
+        png,
+    }))
+}
+
+/// One figure of a 100 ms sample.
+type FineValue = fn(&FineSample) -> f64;
+
+fn draw_fold<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    caption: &str,
+    color: RGBColor,
+    folded: &[(f64, FineSample)],
+) -> DrawResult<DB> {
+    root.fill(&WHITE)?;
+    let body = root.titled(caption, ("sans-serif", 18))?;
+    let panels = body.split_evenly((2, 1));
+    let metrics: [(&str, FineValue); 2] = [
+        ("TPS (100 ms)", |s| f64::from(s.tps)),
+        ("p99 ms (100 ms)", |s| f64::from(s.p99)),
+    ];
+    for (area, (axis, value)) in panels.iter().zip(metrics) {
+        let points: Vec<(f64, f64)> = folded.iter().map(|(x, s)| (*x, value(s))).collect();
+        let top = points.iter().map(|p| p.1).fold(0.0, f64::max);
+        let y_max = if top > 0.0 && top.is_finite() {
+            top * 1.05
+        } else {
+            1.0
+        };
+        let mut chart = ChartBuilder::on(area)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..1f64, 0f64..y_max)?;
+        chart
+            .configure_mesh()
+            .x_desc("time since the checkpoint started, fraction of the cycle")
+            .y_desc(axis)
+            .light_line_style(RGBColor(238, 238, 238))
+            .max_light_lines(2)
+            .x_label_formatter(&|x| format!("{x:.1}"))
+            .y_label_formatter(&|y| axis_number(*y, y_max))
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 14))
+            .draw()?;
+        chart.draw_series(
+            points
+                .iter()
+                .map(|&p| Circle::new(p, 2, color.mix(0.25).filled())),
+        )?;
+        let median = crate::lab::cycles::median_by_bin(&points, FOLD_BINS);
+        chart
+            .draw_series(LineSeries::new(median, BLACK.stroke_width(2)))?
+            .label("median per 5 % of the cycle")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK.mix(0.3))
+            .label_font(("sans-serif", 13))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+    }
     root.present()?;
     Ok(())
 }

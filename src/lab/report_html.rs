@@ -27,6 +27,8 @@ struct Section<'a> {
     verdicts: Vec<Verdict>,
     group: Vec<&'a ConfigResult>,
     plots: Vec<plot::PlotFiles>,
+    /// One folded checkpoint cycle per configuration.
+    folds: Vec<plot::FoldFiles>,
 }
 
 /// The whole report: see [`super::write_report`].
@@ -51,6 +53,12 @@ pub(super) fn write_report(
                 plots.push(plot::plot_metric(dir, &stem, w, metric, &lines)?);
             }
         }
+        let stem = format!("{:02}_{}", n + 1, slug(w));
+        let mut folds = Vec::new();
+        for (i, (label, r)) in lines.iter().enumerate() {
+            let stem = format!("{stem}_{}", slug(label));
+            folds.extend(plot::plot_fold(dir, &stem, w, (label, i), r)?);
+        }
         sections.push(Section {
             workload: w,
             heading: format!("{}. {}", n + 1, workload_heading(w, &group)),
@@ -65,6 +73,7 @@ pub(super) fn write_report(
             labels,
             group,
             plots,
+            folds,
         });
     }
     write_json(dir.join("results.json"), results)?;
@@ -289,9 +298,37 @@ fn render(p: &Page) -> String {
         }
     }
 
+    folded_cycles(&mut o, p.sections);
     settings(&mut o, p);
     o.push_str("</body></html>\n");
     o
+}
+
+/// Per workload, each configuration's checkpoint cycles folded onto one.
+fn folded_cycles(o: &mut String, sections: &[Section]) {
+    o.push_str(
+        "<h2>Checkpoint cycles folded</h2>\n<p class=\"note\">Every 100 ms sample of \
+        every complete checkpoint cycle of every run kept, placed at its time since the \
+        checkpoint started as a fraction of the cycle (start to next start); the line is \
+        the median per 5 % of the cycle: the ramp-up, spike and trough of seed 004.</p>\n",
+    );
+    for s in sections {
+        let _ = writeln!(o, "<h3>{}</h3>", esc(&s.heading));
+        if s.folds.is_empty() {
+            o.push_str("<p>No run had a complete checkpoint cycle.</p>\n");
+        }
+        for f in &s.folds {
+            let (svg, png) = (esc(&file_name(&f.svg)), esc(&file_name(&f.png)));
+            let _ = writeln!(
+                o,
+                "<figure><a href=\"{png}\"><img src=\"{svg}\" alt=\"{w}: {l}\"></a>\
+                 <figcaption>{w}, {l}: checkpoint cycle (<a href=\"{svg}\">SVG</a>, \
+                 <a href=\"{png}\">PNG</a>)</figcaption></figure>",
+                w = esc(s.workload),
+                l = esc(&f.label),
+            );
+        }
+    }
 }
 
 /// Per workload, its heading and the table `grid` picks from its section.

@@ -30,6 +30,29 @@ pub struct Sample {
     pub checkpoint_ended: bool,
 }
 
+/// 100 ms of a run (`Run::fine_series`): short names keep the JSON small.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FineSample {
+    /// Milliseconds from the start of the measured part to this sample's
+    /// start.
+    pub ms: u32,
+    pub tps: f32,
+    /// 99th-percentile latency, milliseconds.
+    pub p99: f32,
+    /// WAL bytes written.
+    pub wal: u64,
+    /// Data pages written by clients, the background writer and the
+    /// checkpointer.
+    pub writes: [u64; 3],
+    /// A checkpoint started in these 100 ms.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ckpt_start: bool,
+    /// How far the running checkpoint was at the end (0 to 1; absent: none
+    /// was running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ckpt: Option<f32>,
+}
+
 /// One run (one repeat) of one configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Run {
@@ -71,6 +94,9 @@ pub struct Run {
     pub dw_fsyncs: u64,
     pub checkpoints: u64,
     pub series: Vec<Sample>,
+    /// The same run every 100 ms, for the checkpoint phases.
+    #[serde(default)]
+    pub fine_series: Vec<FineSample>,
     /// Every counter's change over the measured part (the views of
     /// `untorn stats`): WAL writes, fsyncs and commits per fsync, WAL bytes
     /// written with padding, I/O by issuer (data writes, writebacks,
@@ -85,6 +111,9 @@ pub struct Run {
     /// `--drop-disturbed`); kept in the JSON to show what was dropped.
     #[serde(default)]
     pub excluded: bool,
+    /// What the noise monitor saw (`None`: no monitor, not on Linux).
+    #[serde(default)]
+    pub noise: Option<crate::lab::noise::NoiseReport>,
 }
 
 /// Every run of one (workload, settings) combination and their summary:

@@ -6,10 +6,15 @@
 //!   before the end; its latency runs from its first attempt to its commit
 //!   (retries after a deadlock included, as a client sees it).
 //! - Each client records into its own HdrHistogram (merged at the end) and
-//!   into a per-second accumulator behind its own mutex, which only the
-//!   sampler (the calling thread) ever contends for, once a second.
-//! - The sampler looks every 100 ms, so a short checkpoint still marks the
-//!   second it started and ended in.
+//!   into an accumulator behind its own mutex, which only the sampler (the
+//!   calling thread) ever contends for, every 100 ms.
+//! - The sampler drains the clients every 100 ms into a 100 ms sample
+//!   (`fine_series`, for the checkpoint phases) and into the current
+//!   second, so a short checkpoint still marks the second it started and
+//!   ended in.
+//! - The noise monitor (`noise.rs`) probes before the clients start and
+//!   looks at the machine as the measured part starts, each second, and at
+//!   the end.
 //! - A non-retryable error from any client stops every client and is the
 //!   run's result.
 
@@ -17,7 +22,8 @@ use crate::db::{Database, Options};
 use crate::error::{Error, Result};
 use crate::file::{FileKind, FileSystem, Issuer};
 use crate::file::{IoOp, IoStats};
-use crate::lab::result::{LatencyMs, Run, Sample};
+use crate::lab::noise;
+use crate::lab::result::{FineSample, LatencyMs, Run, Sample};
 use crate::lab::workload::{Outcome, Rng, Tables, Workload};
 use crate::stats::Statistics;
 use hdrhistogram::Histogram;
@@ -46,7 +52,7 @@ fn histogram(sigfig: u8) -> Histogram<u64> {
         .expect("constant histogram bounds are valid")
 }
 
-/// What one client did in the current second (drained by the sampler).
+/// What one client did since the sampler last drained it (every 100 ms).
 struct Second {
     count: u64,
     sum_us: u64,
@@ -103,7 +109,7 @@ impl Counters {
 }
 
 /// User + system CPU time of this process, in microseconds.
-fn process_cpu_us() -> u64 {
+pub(crate) fn process_cpu_us() -> u64 {
     // SAFETY: getrusage only writes the struct it is given, which we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
@@ -227,70 +233,121 @@ impl Shared<'_> {
     }
 }
 
-/// The per-second series, built by the sampler.
+/// The per-second and the 100 ms series, built by the sampler: every tick
+/// drains the clients into a 100 ms sample and into the current second.
 struct Series {
     samples: Vec<Sample>,
+    fine: Vec<FineSample>,
+    measure_start: Instant,
     second_began: Instant,
-    prev: Counters,
+    tick_began: Instant,
+    /// Counters at the start of the current second, and at the last tick.
+    second_base: Counters,
+    tick_base: Counters,
+    /// The current second's transactions, from the ticks drained so far.
+    count: u64,
+    sum_us: u64,
+    hist: Histogram<u64>,
     checkpoints_started: u64,
+    checkpoints_done: u64,
+    /// A checkpoint started / ended in the current second; started in the
+    /// current tick.
     started: bool,
     ended: bool,
+    tick_started: bool,
 }
 
 impl Series {
     fn new(db: &Database, at: Instant, base: Counters) -> Series {
         Series {
             samples: Vec::new(),
+            fine: Vec::new(),
+            measure_start: at,
             second_began: at,
-            prev: base,
+            tick_began: at,
+            second_base: base,
+            tick_base: base,
+            count: 0,
+            sum_us: 0,
+            hist: histogram(2),
             checkpoints_started: db.checkpoints_started(),
+            checkpoints_done: base.checkpoints,
             started: false,
             ended: false,
+            tick_started: false,
         }
     }
 
-    /// Notes a checkpoint starting or ending since the last look.
-    fn look(&mut self, db: &Database) {
+    /// Ends the tick that began at `tick_began` at `now`: a 100 ms sample.
+    fn tick(&mut self, shared: &Shared<'_>, now: Instant) {
+        let db = shared.db;
         let started = db.checkpoints_started();
         let done = db.checkpoints();
-        self.started |= started != self.checkpoints_started;
-        self.ended |= done != self.prev.checkpoints;
+        if started != self.checkpoints_started {
+            self.started = true;
+            self.tick_started = true;
+        }
+        self.ended |= done != self.checkpoints_done;
         self.checkpoints_started = started;
-        self.prev.checkpoints = done;
+        self.checkpoints_done = done;
+        let (count, sum_us, hist) = shared.drain();
+        self.count += count;
+        self.sum_us += sum_us;
+        // Same bounds, so adding cannot fail.
+        let _ = self.hist.add(&hist);
+        let c = Counters::read(db);
+        let secs = (now - self.tick_began).as_secs_f64().max(1e-6);
+        let prev = &self.tick_base;
+        self.fine.push(FineSample {
+            ms: (self.tick_began - self.measure_start).as_millis() as u32,
+            tps: (count as f64 / secs) as f32,
+            p99: p99_ms(count, &hist) as f32,
+            wal: c.wal.bytes - prev.wal.bytes,
+            writes: [0, 1, 2].map(|i| c.writer_pages[i] - prev.writer_pages[i]),
+            ckpt_start: self.tick_started,
+            ckpt: db.checkpoint_progress().map(|p| p as f32),
+        });
+        self.tick_base = c;
+        self.tick_began = now;
+        self.tick_started = false;
     }
 
-    /// Closes the second that began at `second_began`, ending at `now`.
-    fn close(&mut self, shared: &Shared<'_>, now: Instant) {
-        self.look(shared.db);
-        let (count, sum_us, hist) = shared.drain();
-        let c = Counters::read(shared.db);
+    /// Closes the second that began at `second_began`, ending at the last
+    /// tick (`now`).
+    fn close(&mut self, now: Instant) {
+        let c = self.tick_base;
         let secs = (now - self.second_began).as_secs_f64().max(1e-6);
-        let ms = |us: f64| us / 1000.0;
+        let count = self.count;
         self.samples.push(Sample {
             second: self.samples.len() as u32,
             tps: count as f64 / secs,
             latency_ms_avg: if count > 0 {
-                ms(sum_us as f64 / count as f64)
+                self.sum_us as f64 / count as f64 / 1000.0
             } else {
                 0.0
             },
-            latency_ms_p99: if count > 0 {
-                ms(hist.value_at_quantile(0.99) as f64)
-            } else {
-                0.0
-            },
-            wal_bytes: c.wal.bytes - self.prev.wal.bytes,
-            data_writes: c.data_pages - self.prev.data_pages,
+            latency_ms_p99: p99_ms(count, &self.hist),
+            wal_bytes: c.wal.bytes - self.second_base.wal.bytes,
+            data_writes: c.data_pages - self.second_base.data_pages,
             checkpoint_started: self.started,
             checkpoint_ended: self.ended,
         });
-        self.prev = Counters {
-            checkpoints: self.prev.checkpoints,
-            ..c
-        };
+        self.second_base = c;
         self.second_began = now;
+        self.count = 0;
+        self.sum_us = 0;
+        self.hist.reset();
         self.started = false;
         self.ended = false;
+    }
+}
+
+/// The 99th percentile of `count` latencies in `hist`, in milliseconds.
+fn p99_ms(count: u64, hist: &Histogram<u64>) -> f64 {
+    if count > 0 {
+        hist.value_at_quantile(0.99) as f64 / 1000.0
+    } else {
+        0.0
     }
 }
 
@@ -311,6 +368,8 @@ pub fn run_once(
         )));
     }
     let tables = workload.tables(db)?;
+    // Before the clients start, so that the probe meets a quiet engine.
+    let mut monitor = noise::Monitor::before_run(db.directory());
     let measure_start = Instant::now() + spec.warmup;
     let shared = Shared {
         db,
@@ -342,6 +401,9 @@ pub fn run_once(
             // Every view, for the run's deltas (the series needs none).
             let base_stats = db.statistics();
             shared.measuring.store(true, Release);
+            if let Some(m) = &mut monitor {
+                m.measuring();
+            }
             let mut ser = Series::new(db, measure_start, base);
             let mut tick = 1u32;
             loop {
@@ -355,10 +417,12 @@ pub fn run_once(
                     // clients stop.
                     break;
                 }
+                ser.tick(shared, now);
                 if tick.is_multiple_of(10) {
-                    ser.close(shared, now);
-                } else {
-                    ser.look(db);
+                    ser.close(now);
+                    if let Some(m) = &mut monitor {
+                        m.second();
+                    }
                 }
                 tick += 1;
             }
@@ -376,11 +440,13 @@ pub fn run_once(
     let Some((base, base_stats, mut ser)) = series else {
         return Err(Error::Invalid("the run stopped before measuring".into()));
     };
-    // The last (possibly partial) second: every client has stopped, so
-    // nothing committed before the end is still unrecorded.
+    // The last (possibly partial) tick and second: every client has
+    // stopped, so nothing committed before the end is still unrecorded.
+    ser.tick(&shared, shared.end);
     if shared.end > ser.second_began + Duration::from_millis(1) || ser.samples.is_empty() {
-        ser.close(&shared, shared.end);
+        ser.close(shared.end);
     }
+    let noise = monitor.map(|m| m.finish());
     let end = Counters::read(db);
     let statistics = db.statistics().since(&base_stats);
     let mut hist = histogram(3);
@@ -433,9 +499,11 @@ pub fn run_once(
         dw_fsyncs: end.dw_fsyncs - base.dw_fsyncs,
         checkpoints: end.checkpoints - base.checkpoints,
         series: ser.samples,
+        fine_series: ser.fine,
         statistics,
         disturbed: false,
         excluded: false,
+        noise,
     })
 }
 

@@ -122,6 +122,10 @@ pub struct BenchArgs {
     /// [default: untorn-report in the current directory].
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Leave the runs the noise monitor found disturbed out of every
+    /// figure (they stay in the JSON, marked `excluded`).
+    #[arg(long)]
+    drop_disturbed: bool,
     /// Seed of the clients' random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -351,7 +355,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         )
     };
     let mut status = String::new();
-    let results = run_plan(&plan, |p| {
+    let mut results = run_plan(&plan, |p| {
         if auto {
             bar.set_position(started.elapsed().as_secs().min(bar.length().unwrap_or(0)));
         }
@@ -382,12 +386,16 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         }
     })?;
     bar.finish_and_clear();
+    untorn::lab::noise::mark_excluded(&mut results, a.drop_disturbed);
     println!("{}", report::comparison_table(&results));
     let precision = auto.then_some(a.precision);
     for group in results.chunks(configs.len()) {
         if let Some(line) = adaptive::stop_line(group, precision) {
             println!("{line}");
         }
+    }
+    for line in untorn::lab::noise::summary_lines(&results, a.drop_disturbed) {
+        println!("{line}");
     }
     if let Some(path) = &a.json {
         report::write_json(path, &results)?;
