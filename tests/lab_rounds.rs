@@ -82,6 +82,7 @@ fn rounds_follow_the_balanced_order_with_one_database_at_a_time() {
         dir: dir.path().join("dbs"),
         seed: 7,
         keep: false,
+        drop_disturbed: false,
     };
     let mut order: Vec<(usize, usize)> = Vec::new();
     let mut loads = 0;

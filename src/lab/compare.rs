@@ -160,6 +160,9 @@ pub struct BenchPlan {
     /// Leave the last round's databases in `dir` (closed cleanly), for
     /// `untorn check`; otherwise each run's is removed once checked.
     pub keep: bool,
+    /// Leave runs the noise monitor found disturbed out of every figure,
+    /// the adaptive stop rule's included (`--drop-disturbed`).
+    pub drop_disturbed: bool,
 }
 
 impl BenchPlan {
@@ -261,6 +264,9 @@ pub fn run_plan(
                 results[i].runs.push(run);
             }
             rounds += 1;
+            // Judged again each round: a probe is compared with the
+            // median of all probes so far.
+            crate::lab::noise::mark_excluded(&mut results, plan.drop_disturbed);
             progress(Progress::Round {
                 workload: name,
                 rounds,
@@ -284,6 +290,8 @@ pub fn run_plan(
         }
         out.extend(results);
     }
+    // The final verdict on each run: its probes against the whole bench's.
+    crate::lab::noise::mark_excluded(&mut out, plan.drop_disturbed);
     crate::lab::result::compare_workloads(&mut out);
     Ok(out)
 }

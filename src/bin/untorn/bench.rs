@@ -311,6 +311,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         dir,
         seed: a.seed,
         keep: a.keep,
+        drop_disturbed: a.drop_disturbed,
     };
     // Fixed rounds: the bar counts runs. Auto: it counts the budget's
     // seconds, and the message says the rounds and the widest interval.
@@ -355,7 +356,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         )
     };
     let mut status = String::new();
-    let mut results = run_plan(&plan, |p| {
+    let results = run_plan(&plan, |p| {
         if auto {
             bar.set_position(started.elapsed().as_secs().min(bar.length().unwrap_or(0)));
         }
@@ -386,7 +387,6 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         }
     })?;
     bar.finish_and_clear();
-    untorn::lab::noise::mark_excluded(&mut results, a.drop_disturbed);
     println!("{}", report::comparison_table(&results));
     let precision = auto.then_some(a.precision);
     for group in results.chunks(configs.len()) {
