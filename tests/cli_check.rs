@@ -41,7 +41,7 @@ fn kept_databases(dir: &Path) -> (PathBuf, PathBuf) {
     }
     let run = untorn(args);
     run.expect_code(0)
-        .expect_stdout("Databases kept (check one with `untorn check DIR`):");
+        .expect_stdout("Last round's databases kept (check one with `untorn check DIR`):");
     let tpcb = dbs.join("tpcb-full_pages-crc32c-page8KB-wal8KB");
     let sysbench = dbs.join("oltp_read_write-full_pages-crc32c-page8KB-wal8KB");
     for db in [&tpcb, &sysbench] {

@@ -109,6 +109,7 @@ pub fn stop_line(group: &[ConfigResult], precision_pct: Option<f64>) -> Option<S
         None => "nothing to compare".to_string(),
     };
     let what = match reason {
+        StopReason::Fixed if group.len() < 2 => "the rounds asked for were run".to_string(),
         StopReason::Fixed => format!("the rounds asked for were run; widest interval {reached}"),
         StopReason::Precision => match precision_pct {
             Some(p) => format!("every ratio reached ±{p} % (widest {reached})"),
@@ -117,8 +118,9 @@ pub fn stop_line(group: &[ConfigResult], precision_pct: Option<f64>) -> Option<S
         StopReason::Budget => format!("the time budget ran out at {reached}"),
         StopReason::MaxRounds => format!("the most rounds allowed were run, at {reached}"),
     };
+    let s = if first.rounds == 1 { "" } else { "s" };
     Some(format!(
-        "{}: {} rounds; {what}",
+        "{}: {} round{s}; {what}",
         first.workload, first.rounds
     ))
 }
