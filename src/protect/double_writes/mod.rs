@@ -2,7 +2,8 @@
 //! `torn_page_protection = double_writes` (issue 11).
 //!
 //! Built so far: the on-disk format of the double-write area ([`area`],
-//! docs/FORMAT.md "The double-write area"). Nothing writes the area yet and recovery
+//! docs/FORMAT.md "The double-write area") and recovery's restore rule as
+//! a pure function ([`restore`]). Nothing writes the area yet and recovery
 //! does not read it: the mode stays refused ([`not_built`]) before anything
 //! is written, since running it unprotected would break the control file's
 //! promise.
@@ -23,9 +24,10 @@
 //! - Checkpoints in two phases: the sorted dirty set through the area in
 //!   large batches, then the data writes; their final fsync frees the slots.
 //! - Recovery, before redo: [`area::scan_shard`] every shard, then
-//!   apply issue 11's restore rule, write the copies, fsync, redo.
+//!   [`restore::plan_restore`], write the planned copies, fsync, redo.
 
 pub mod area;
+pub mod restore;
 
 use crate::error::Error;
 
