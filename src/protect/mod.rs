@@ -10,7 +10,9 @@
 //!   from that image, so whatever a torn write left is overwritten.
 //! - `double_writes` ([`double_writes`]): every page is first written to a
 //!   double-write area and fsynced there, then written in place; recovery
-//!   repairs a torn page from its intact copy. Not built yet.
+//!   repairs a torn page from its intact copy. Not built yet: only the
+//!   area's format and the restore rule are, not wired in; the mode is
+//!   refused.
 //! - `off`: nothing; a torn page is found by its checksum, not repaired.
 //!
 //! Invariants:
