@@ -183,6 +183,10 @@ impl Database {
         for t in &trees {
             level.push(vec![t.root(Issuer::Client)?.0]);
         }
+        // A damaged tree may point a child back at an ancestor: each block
+        // is read once, so such a cycle cannot keep this loop going.
+        let mut seen: Vec<std::collections::HashSet<u32>> =
+            vec![std::collections::HashSet::new(); trees.len()];
         let mut read = 0;
         while level.iter().any(|l| !l.is_empty()) {
             let mut below = vec![Vec::new(); trees.len()];
@@ -192,6 +196,9 @@ impl Database {
                     let Some(&block) = level[t].get(i) else {
                         continue;
                     };
+                    if !seen[t].insert(block) {
+                        continue;
+                    }
                     if pool.free_frames() == 0 {
                         return Ok(read);
                     }
