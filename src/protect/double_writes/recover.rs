@@ -182,6 +182,31 @@ fn check_data_page(
     })
 }
 
+/// A whole `dw/shard-0` file of 16 area blocks holding one batch of
+/// `pages` at block 1 (none: an empty area), as the write path will leave
+/// it: for tests that hand-craft an area.
+#[cfg(test)]
+pub(crate) fn shard_0_for_tests(
+    page_size: usize,
+    system_id: u64,
+    pages: &[super::area::BatchPage<'_>],
+) -> Vec<u8> {
+    let area_blocks = 16u32;
+    let header = super::area::FileHeader {
+        page_size: page_size as u32,
+        area_blocks,
+        shard: Shard::Checkpointer,
+        system_id,
+    };
+    let mut bytes = header.encode();
+    if !pages.is_empty() {
+        let batch = super::area::encode_batch(Shard::Checkpointer, 7, 1, page_size, pages);
+        bytes.extend(batch.expect("a valid test batch"));
+    }
+    bytes.resize((1 + area_blocks as usize) * page_size, 0);
+    bytes
+}
+
 #[cfg(test)]
 #[path = "recover_tests.rs"]
 mod tests;

@@ -5,7 +5,7 @@ use crate::control::ControlFile;
 use crate::file::posix::PosixFileSystem;
 use crate::file::Issuer;
 use crate::page::{page_lsn, OFF_BLOCK};
-use crate::protect::double_writes::area::{encode_batch, BatchPage, FileHeader, Shard};
+use crate::protect::double_writes::area::{BatchPage, Shard};
 use crate::settings::RequestedCreationSettings;
 use crate::{key_u64, Database, Lsn, Options, TornPageProtection};
 use std::path::{Path, PathBuf};
@@ -97,18 +97,7 @@ fn control(dir: &Path) -> ControlFile {
 
 /// Writes `dw/shard-0` with one batch holding `pages` (none: an empty area).
 fn write_shard(dir: &Path, pages: &[BatchPage<'_>]) -> PathBuf {
-    let area_blocks = 16u32;
-    let header = FileHeader {
-        page_size: PS as u32,
-        area_blocks,
-        shard: Shard::Checkpointer,
-        system_id: control(dir).system_id,
-    };
-    let mut bytes = header.encode();
-    if !pages.is_empty() {
-        bytes.extend(encode_batch(Shard::Checkpointer, 7, 1, PS, pages).unwrap());
-    }
-    bytes.resize((1 + area_blocks as usize) * PS, 0);
+    let bytes = super::shard_0_for_tests(PS, control(dir).system_id, pages);
     std::fs::create_dir_all(dir.join("dw")).unwrap();
     let path = Shard::Checkpointer.path(dir);
     std::fs::write(&path, bytes).unwrap();
