@@ -116,12 +116,10 @@ pub fn restore_before_redo(
         is_dropped,
         check_page,
     )?;
-    let mut written = BTreeSet::new();
     for r in &plan.restores {
         let c = &r.copy;
         let file = files.get(c.file_id)?;
         file.write_pages(c.block as u64, &[&c.image], Issuer::Recovery)?;
-        written.insert(c.file_id);
         tracing::warn!(
             file = %file.path_of_block(c.block as u64).display(),
             file_id = c.file_id,
@@ -132,9 +130,11 @@ pub fn restore_before_redo(
             "page restored from the double-write area"
         );
     }
-    // Durable before redo builds on them, as a checkpoint's pages are.
-    for id in written {
-        files.get(id)?.sync(Issuer::Recovery)?;
+    // Durable before redo builds on them, as a checkpoint's pages are. Only
+    // the files written are fsynced; the directory too, for a segment a
+    // restore created.
+    if !plan.restores.is_empty() {
+        files.sync_all(Issuer::Recovery)?;
     }
     out.counts = plan.counts;
     tracing::info!(

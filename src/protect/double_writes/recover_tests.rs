@@ -226,3 +226,15 @@ fn a_torn_page_whose_copy_is_damaged_stops_the_opening_naming_it() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_shard_file_of_an_unknown_shard_stops_the_opening_naming_it() {
+    let root = tempfile::tempdir().unwrap();
+    let c = crash_after_update(TornPageProtection::Off, root.path(), false);
+    let path = write_shard(&c.dir, &[]);
+    std::fs::rename(&path, c.dir.join("dw").join("shard-9")).unwrap();
+    let e = Database::open(&c.dir, options(TornPageProtection::Off))
+        .err()
+        .expect("an unknown shard must stop the opening");
+    assert!(e.to_string().contains("shard-9"), "{e}");
+}
