@@ -61,8 +61,8 @@ pub struct RecoveryReport {
     pub changes_skipped_by_lsn: u64,
     /// Pages that failed their checks and were restored from an image.
     pub damaged_pages_repaired: Vec<String>,
-    /// Torn pages restored from the double-write area before redo (0 until
-    /// the double_writes mode exists).
+    /// Pages restored from the double-write area before redo (0 without
+    /// `dw/`; nothing writes the area until the double_writes mode exists).
     pub pages_repaired_from_double_writes: u64,
     /// Pages that failed their checks and that no record restored: they
     /// stay damaged on disk and fail when read.

@@ -12,8 +12,12 @@
 //!    is written, so stale pages of the previous run are never read as new.
 //! 5. Open the WAL for writing at the scan's end; build the buffer pool
 //!    with the mode's torn-page protection.
-//! 6. Redo every record from the redo point (images first, then changes
-//!    to pages whose LSN is older), repairing damaged pages from images.
+//! 6. If the directory has a double-write area (`dw/`), restore from it
+//!    every page its newest copy in [redo point, end of the WAL] must
+//!    replace (torn, or not newer than the copy), and fsync those data
+//!    files (`protect::double_writes::recover`). Then redo every record
+//!    from the redo point (images first, then changes to pages whose LSN
+//!    is older), repairing damaged pages from images.
 //! 7. Derive the next transaction and file ids (the control file's, raised
 //!    past anything redo saw or the data directory holds).
 //! 8. Create the catalog if the database is new; load it; remove data
@@ -93,7 +97,15 @@ pub(super) fn open(
         crate::protect::page_write_protection(settings.torn_page_protection)?,
         Some(btree::validate_page),
     )?;
-    // 6.
+    // 6. The area's copies go in before redo reads any page; the WAL's end
+    // is already known from step 3's scan.
+    let from_area = crate::protect::double_writes::recover::restore_before_redo(
+        fs.as_ref(),
+        dir,
+        &control,
+        &files,
+        &scan,
+    )?;
     pool.set_recovery(true);
     let mut report = recovery::redo(
         &pool,
@@ -103,6 +115,7 @@ pub(super) fn open(
         control.redo_lsn,
         &scan,
     )?;
+    report.pages_repaired_from_double_writes = from_area.counts.restored;
     if let Some(s) = synced {
         report.startup_sync_files = s.wal_segments + s.data_files;
         report.startup_sync_ms = sync_ms;

@@ -2,11 +2,12 @@
 //! `torn_page_protection = double_writes` (issue 11).
 //!
 //! Built so far: the on-disk format of the double-write area ([`area`],
-//! docs/FORMAT.md "The double-write area") and recovery's restore rule as
-//! a pure function ([`restore`]). Nothing writes the area yet and recovery
-//! does not read it: the mode stays refused ([`not_built`]) before anything
-//! is written, since running it unprotected would break the control file's
-//! promise.
+//! docs/FORMAT.md "The double-write area"), recovery's restore rule as a
+//! pure function ([`restore`]), and recovery's reading of the area before
+//! redo ([`recover`]), so a database whose `dw/` holds batches is repaired
+//! from them. Nothing writes the area yet: the mode stays refused
+//! ([`not_built`]) before anything is written, since running it unprotected
+//! would break the control file's promise.
 //!
 //! The design the coming parts follow:
 //! - Shards, one per writer kind (checkpointer, background writer, client
@@ -24,9 +25,11 @@
 //! - Checkpoints in two phases: the sorted dirty set through the area in
 //!   large batches, then the data writes; their final fsync frees the slots.
 //! - Recovery, before redo: [`area::scan_shard`] every shard, then
-//!   [`restore::plan_restore`], write the planned copies, fsync, redo.
+//!   [`restore::plan_restore`], write the planned copies, fsync, redo
+//!   ([`recover::restore_before_redo`]).
 
 pub mod area;
+pub mod recover;
 pub mod restore;
 
 use crate::error::Error;

@@ -12,6 +12,8 @@ mod calls;
 mod crash;
 /// Names: new files, renames and removals, durable only after `sync_dir`.
 mod directory;
+/// Recovery's restore from a hand-made double-write area.
+mod double_write_restore;
 /// The engine's commits across crashes of the simulation.
 mod engine;
 /// Injected faults: fsync EIO, ENOSPC, bad sectors, misdirected and lost

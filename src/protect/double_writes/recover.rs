@@ -1,0 +1,212 @@
+//! Recovery's use of the double-write area (issue 11 item 6): before redo,
+//! read every shard, plan the restores ([`plan_restore`]), write the planned
+//! copies in place and fsync their data files.
+//!
+//! Runs whenever `DIR/dw/` exists, whatever mode the control file names: a
+//! copy is only ever written over a page that is bad or not newer, so an
+//! area left by an earlier mode can do no harm, and a crash in the middle of
+//! a switch out of double writes still finds its copies. Without `dw/` the
+//! only cost is one lookup of the directory.
+
+use super::area::{scan_shard, Expect, Shard, AREA_DIR};
+use super::restore::{plan_restore, BadPage, PageCheck, RestoreCounts, RestoreInput};
+use crate::buffer::DataFiles;
+use crate::control::ControlFile;
+use crate::error::{Error, Result};
+use crate::file::segmented::PageRead;
+use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};
+use crate::page::{page_lsn, verify_page, PageError, PageState};
+use crate::recovery::WalScan;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// What the area held and what was done with it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AreaRecovery {
+    /// Shard files read.
+    pub shards: u64,
+    /// Leftover `dw/shard-<n>.tmp` files deleted.
+    pub tmp_removed: u64,
+    /// Batch headers that failed a check (torn batches, never relied on).
+    pub headers_damaged: u64,
+    /// The highest batch sequence found: the write path starts above it.
+    pub max_batch_seq: u64,
+    pub counts: RestoreCounts,
+}
+
+/// Restores pages from `dir`'s double-write area, if it has one, before
+/// redo. The window of usable copies is [the control file's redo point,
+/// `scan.end`]: the WAL's first pass has already run (step 3 of the opening
+/// sequence), so its end is exact, not a guess; a page LSN is the end of the
+/// last record applied to it, so no page that the WAL accounts for lies
+/// beyond it.
+pub fn restore_before_redo(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    control: &ControlFile,
+    files: &DataFiles,
+    scan: &WalScan,
+) -> Result<AreaRecovery> {
+    let area_dir = dir.join(AREA_DIR);
+    let mut out = AreaRecovery::default();
+    if !fs.exists(&area_dir) {
+        return Ok(out);
+    }
+    let settings = &control.settings;
+    let mut copies = Vec::new();
+    let mut damaged = Vec::new();
+    for path in fs.list_dir(&area_dir)? {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let Some(rest) = name.strip_prefix("shard-") else {
+            continue;
+        };
+        // A shard being created never held a batch (docs/FORMAT.md).
+        if rest.ends_with(".tmp") {
+            fs.remove(&path, FileKind::DoubleWrite, Issuer::Recovery)?;
+            out.tmp_removed += 1;
+            continue;
+        }
+        let shard = rest
+            .parse::<u32>()
+            .ok()
+            .and_then(Shard::from_number)
+            .ok_or_else(|| {
+                Error::corruption(
+                    &path,
+                    "file name",
+                    "not a shard this build knows (0 checkpointer, 1 background writer, 2 client evictions)",
+                )
+            })?;
+        let file = fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?;
+        let mut bytes = vec![0u8; file.len()? as usize];
+        file.read_exact_at(&mut bytes, 0, Issuer::Recovery)?;
+        let expect = Expect {
+            page_size: settings.page_size,
+            system_id: control.system_id,
+            shard,
+        };
+        let s = scan_shard(&path, &bytes, &expect)?;
+        out.shards += 1;
+        out.headers_damaged += s.headers_damaged;
+        out.max_batch_seq = out.max_batch_seq.max(s.max_batch_seq);
+        copies.extend(s.copies);
+        damaged.extend(s.damaged);
+    }
+    if out.tmp_removed > 0 {
+        fs.sync_dir(&area_dir, Issuer::Recovery)?;
+    }
+    // Void: files dropped later in the WAL, and files gone from disk (a drop
+    // before the redo point whose removal completed). A file new since the
+    // checkpoint whose first in-place write never happened is gone too; its
+    // pages are new since the checkpoint, so redo rebuilds them from the
+    // images their structure changes logged.
+    let on_disk: BTreeSet<u32> = files.ids_on_disk()?.into_iter().collect();
+    let is_dropped = |id: u32| scan.dropped_files.contains(&id) || !on_disk.contains(&id);
+    let mut buf = vec![0u8; settings.page_size as usize];
+    let check_page = |file_id: u32, block: u32| -> Result<PageCheck> {
+        check_data_page(files, settings.data_checksums, file_id, block, &mut buf)
+    };
+    let plan = plan_restore(
+        RestoreInput {
+            copies,
+            damaged: &damaged,
+            redo_lsn: control.redo_lsn,
+            wal_end: scan.end,
+        },
+        is_dropped,
+        check_page,
+    )?;
+    for r in &plan.restores {
+        let c = &r.copy;
+        let file = files.get(c.file_id)?;
+        file.write_pages(c.block as u64, &[&c.image], Issuer::Recovery)?;
+        tracing::warn!(
+            file = %file.path_of_block(c.block as u64).display(),
+            file_id = c.file_id,
+            block = c.block,
+            copy_lsn = %c.lsn,
+            batch = c.batch_seq,
+            reason = ?r.reason,
+            "page restored from the double-write area"
+        );
+    }
+    // Durable before redo builds on them, as a checkpoint's pages are. Only
+    // the files written are fsynced; the directory too, for a segment a
+    // restore created.
+    if !plan.restores.is_empty() {
+        files.sync_all(Issuer::Recovery)?;
+    }
+    out.counts = plan.counts;
+    tracing::info!(
+        shards = out.shards,
+        copies = out.counts.copies,
+        restored = out.counts.restored,
+        before_redo = out.counts.before_redo,
+        beyond_wal_end = out.counts.beyond_wal_end,
+        void_dropped = out.counts.void_dropped,
+        torn_batches = out.headers_damaged,
+        "double-write area read"
+    );
+    Ok(out)
+}
+
+/// Reads a data page and checks it as the buffer pool does (checksum,
+/// header naming file and block, free-space pointers), for the restore rule.
+fn check_data_page(
+    files: &DataFiles,
+    alg: crate::settings::ChecksumAlgorithm,
+    file_id: u32,
+    block: u32,
+    buf: &mut [u8],
+) -> Result<PageCheck> {
+    let file = files.get(file_id)?;
+    match file.try_read_page(block as u64, buf, Issuer::Recovery) {
+        Ok(PageRead::Whole) => {}
+        Ok(PageRead::BeyondEnd | PageRead::Short { .. }) => {
+            return Ok(PageCheck::Bad(BadPage::Short))
+        }
+        Err(Error::UnreadablePage { .. }) => return Ok(PageCheck::Bad(BadPage::Unreadable)),
+        Err(e) => return Err(e),
+    }
+    let checked = verify_page(buf, alg, file_id, block).and_then(|state| match state {
+        PageState::Valid => crate::btree::validate_page(buf)
+            .map(|()| state)
+            .map_err(PageError::BadHeader),
+        PageState::New => Ok(state),
+    });
+    Ok(match checked {
+        Ok(PageState::Valid) => PageCheck::Good(page_lsn(buf)),
+        Ok(PageState::New) => PageCheck::Bad(BadPage::AllZeros),
+        Err(PageError::Checksum { .. }) => PageCheck::Bad(BadPage::Checksum),
+        Err(_) => PageCheck::Bad(BadPage::Header),
+    })
+}
+
+/// A whole `dw/shard-0` file of 16 area blocks holding one batch of
+/// `pages` at block 1 (none: an empty area), as the write path will leave
+/// it: for tests that hand-craft an area.
+#[cfg(test)]
+pub(crate) fn shard_0_for_tests(
+    page_size: usize,
+    system_id: u64,
+    pages: &[super::area::BatchPage<'_>],
+) -> Vec<u8> {
+    let area_blocks = 16u32;
+    let header = super::area::FileHeader {
+        page_size: page_size as u32,
+        area_blocks,
+        shard: Shard::Checkpointer,
+        system_id,
+    };
+    let mut bytes = header.encode();
+    if !pages.is_empty() {
+        let batch = super::area::encode_batch(Shard::Checkpointer, 7, 1, page_size, pages);
+        bytes.extend(batch.expect("a valid test batch"));
+    }
+    bytes.resize((1 + area_blocks as usize) * page_size, 0);
+    bytes
+}
+
+#[cfg(test)]
+#[path = "recover_tests.rs"]
+mod tests;

@@ -1,0 +1,240 @@
+//! Opening a database whose `dw/` holds hand-made batches: the restore
+//! before redo, end to end on a real directory.
+
+use crate::control::ControlFile;
+use crate::file::posix::PosixFileSystem;
+use crate::file::Issuer;
+use crate::page::{page_lsn, OFF_BLOCK};
+use crate::protect::double_writes::area::{BatchPage, Shard};
+use crate::settings::RequestedCreationSettings;
+use crate::{key_u64, Database, Lsn, Options, TornPageProtection};
+use std::path::{Path, PathBuf};
+
+const PS: usize = 8192;
+const ROWS: u64 = 2000;
+
+fn options(p: TornPageProtection) -> Options {
+    Options {
+        creation: RequestedCreationSettings {
+            torn_page_protection: Some(p),
+            ..Default::default()
+        },
+        ..Options::default()
+    }
+}
+
+fn row(i: u64, version: u32) -> Vec<u8> {
+    let mut v = format!("ROW-{i:05}-v{version}-").into_bytes();
+    v.resize(120, b'.');
+    v
+}
+
+/// A crashed database and the on-disk page holding row 500.
+struct Crashed {
+    dir: PathBuf,
+    file: PathBuf,
+    file_id: u32,
+    block: u32,
+    /// The page as written in place after the update, before the crash.
+    page: Vec<u8>,
+}
+
+/// Loads rows, checkpoints, updates row 500 and writes the dirty pages in
+/// place without a checkpoint (as an eviction would), so the page on disk
+/// carries an LSN between the redo point and the end of the WAL; then,
+/// if `checkpoint_after`, checkpoints again (the page's LSN falls below the
+/// new redo point); then crashes.
+fn crash_after_update(p: TornPageProtection, root: &Path, checkpoint_after: bool) -> Crashed {
+    let dir = root.join("db");
+    let db = Database::create(&dir, options(p)).unwrap();
+    let t = db.create_table("t").unwrap();
+    db.bulk_load(&t, (0..ROWS).map(|i| (key_u64(i), row(i, 0))))
+        .unwrap();
+    db.checkpoint().unwrap();
+    let mut tx = db.begin();
+    tx.update(&t, &key_u64(500), &row(500, 1)).unwrap();
+    tx.commit().unwrap();
+    db.engine.pool.flush_dirty(Issuer::Client, 64).unwrap();
+    if checkpoint_after {
+        db.checkpoint().unwrap();
+    }
+    drop(db); // a crash: no shutdown checkpoint
+    let file = dir.join("data").join(t.file_id.to_string());
+    let bytes = std::fs::read(&file).unwrap();
+    let needle = b"ROW-00500-v1-";
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the updated row 500 on disk");
+    let block = at / PS;
+    let page = bytes[block * PS..(block + 1) * PS].to_vec();
+    assert_eq!(
+        u32::from_le_bytes(page[OFF_BLOCK..OFF_BLOCK + 4].try_into().unwrap()),
+        block as u32
+    );
+    Crashed {
+        dir,
+        file,
+        file_id: t.file_id,
+        block: block as u32,
+        page,
+    }
+}
+
+/// Tears the page: its second half holds other bytes.
+fn tear(c: &Crashed) {
+    let mut bytes = std::fs::read(&c.file).unwrap();
+    let start = c.block as usize * PS + PS / 2;
+    for b in &mut bytes[start..start + PS / 2] {
+        *b ^= 0x5A;
+    }
+    std::fs::write(&c.file, &bytes).unwrap();
+}
+
+fn control(dir: &Path) -> ControlFile {
+    ControlFile::read(&PosixFileSystem::default(), dir, Issuer::Tool).unwrap()
+}
+
+/// Writes `dw/shard-0` with one batch holding `pages` (none: an empty area).
+fn write_shard(dir: &Path, pages: &[BatchPage<'_>]) -> PathBuf {
+    let bytes = super::shard_0_for_tests(PS, control(dir).system_id, pages);
+    std::fs::create_dir_all(dir.join("dw")).unwrap();
+    let path = Shard::Checkpointer.path(dir);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn copy_of(c: &Crashed) -> BatchPage<'_> {
+    BatchPage {
+        file_id: c.file_id,
+        block: c.block,
+        lsn: Lsn(page_lsn(&c.page).0),
+        image: &c.page,
+    }
+}
+
+fn assert_rows_and_verify(db: Database, dir: &Path) {
+    let t = db.table("t").unwrap();
+    let tx = db.begin();
+    for i in 0..ROWS {
+        let want = row(i, u32::from(i == 500));
+        assert_eq!(tx.get(&t, &key_u64(i)).unwrap().unwrap(), want, "row {i}");
+    }
+    drop(tx);
+    db.close().unwrap();
+    let report = crate::verify::verify_database(&PosixFileSystem::default(), dir).unwrap();
+    assert!(report.ok(), "{:?}", report.failures);
+}
+
+#[test]
+fn a_torn_page_is_restored_from_its_copy_before_redo() {
+    let root = tempfile::tempdir().unwrap();
+    // `off`: nothing in the WAL could repair the page, only the area.
+    let c = crash_after_update(TornPageProtection::Off, root.path(), false);
+    let redo = control(&c.dir).redo_lsn;
+    assert!(page_lsn(&c.page) >= redo, "the copy lies in the window");
+    write_shard(&c.dir, &[copy_of(&c)]);
+    // A shard being created when the crash came: deleted, never read.
+    let tmp = c.dir.join("dw").join("shard-1.tmp");
+    std::fs::write(&tmp, b"half a header").unwrap();
+    tear(&c);
+    let db = Database::open(&c.dir, options(TornPageProtection::Off)).unwrap();
+    assert_eq!(db.recovery.pages_repaired_from_double_writes, 1);
+    assert!(db.recovery.damaged_pages_left.is_empty());
+    assert!(db.recovery.damaged_pages_repaired.is_empty());
+    assert!(!tmp.exists());
+    let on_disk = std::fs::read(&c.file).unwrap();
+    let block = c.block as usize;
+    assert_eq!(&on_disk[block * PS..(block + 1) * PS], &c.page[..]);
+    assert_rows_and_verify(db, &c.dir);
+}
+
+#[test]
+fn without_a_copy_a_torn_page_is_handled_as_before() {
+    let root = tempfile::tempdir().unwrap();
+    // full_pages: the update logged the page's image, which repairs it.
+    let c = crash_after_update(TornPageProtection::FullPages, root.path(), false);
+    write_shard(&c.dir, &[]);
+    tear(&c);
+    let db = Database::open(&c.dir, options(TornPageProtection::FullPages)).unwrap();
+    assert_eq!(db.recovery.pages_repaired_from_double_writes, 0);
+    let name = format!("data file {} block {}", c.file_id, c.block);
+    assert!(
+        db.recovery
+            .damaged_pages_repaired
+            .iter()
+            .any(|p| p.ends_with(&format!("block {}", c.block))),
+        "{name}: {:?}",
+        db.recovery
+    );
+    assert_rows_and_verify(db, &c.dir);
+}
+
+#[test]
+fn a_copy_below_the_redo_point_is_ignored() {
+    let root = tempfile::tempdir().unwrap();
+    let c = crash_after_update(TornPageProtection::Off, root.path(), true);
+    assert!(page_lsn(&c.page) < control(&c.dir).redo_lsn);
+    write_shard(&c.dir, &[copy_of(&c)]);
+    tear(&c);
+    let db = Database::open(&c.dir, options(TornPageProtection::Off)).unwrap();
+    assert_eq!(db.recovery.pages_repaired_from_double_writes, 0);
+    // Not restored: the page stays torn on disk, and reading it fails
+    // naming it, as it would without the area.
+    let on_disk = std::fs::read(&c.file).unwrap();
+    let block = c.block as usize;
+    assert_ne!(&on_disk[block * PS..(block + 1) * PS], &c.page[..]);
+    let t = db.table("t").unwrap();
+    let e = db.begin().get(&t, &key_u64(500)).expect_err("a torn page");
+    assert!(e.to_string().contains(&format!("block {}", c.block)), "{e}");
+    drop(db);
+}
+
+#[test]
+fn a_shard_with_a_bad_header_stops_the_opening_naming_the_file() {
+    let root = tempfile::tempdir().unwrap();
+    let c = crash_after_update(TornPageProtection::Off, root.path(), false);
+    let path = write_shard(&c.dir, &[copy_of(&c)]);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[100] ^= 1; // inside the header's CRC
+    std::fs::write(&path, bytes).unwrap();
+    let e = Database::open(&c.dir, options(TornPageProtection::Off))
+        .err()
+        .expect("a damaged shard header must stop the opening");
+    let msg = e.to_string();
+    assert!(msg.contains("shard-0") && msg.contains("CRC"), "{msg}");
+}
+
+#[test]
+fn a_torn_page_whose_copy_is_damaged_stops_the_opening_naming_it() {
+    let root = tempfile::tempdir().unwrap();
+    let c = crash_after_update(TornPageProtection::Off, root.path(), false);
+    let path = write_shard(&c.dir, &[copy_of(&c)]);
+    // The image (area block 2, after the batch header) fails its CRC.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[2 * PS + PS / 2] ^= 0xFF;
+    std::fs::write(&path, bytes).unwrap();
+    tear(&c);
+    let e = Database::open(&c.dir, options(TornPageProtection::Off))
+        .err()
+        .expect("a bad page without a usable copy must stop the opening");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("data file {}", c.file_id))
+            && msg.contains(&format!("block {}", c.block))
+            && msg.contains("double-write"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_shard_file_of_an_unknown_shard_stops_the_opening_naming_it() {
+    let root = tempfile::tempdir().unwrap();
+    let c = crash_after_update(TornPageProtection::Off, root.path(), false);
+    let path = write_shard(&c.dir, &[]);
+    std::fs::rename(&path, c.dir.join("dw").join("shard-9")).unwrap();
+    let e = Database::open(&c.dir, options(TornPageProtection::Off))
+        .err()
+        .expect("an unknown shard must stop the opening");
+    assert!(e.to_string().contains("shard-9"), "{e}");
+}
