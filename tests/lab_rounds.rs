@@ -124,6 +124,60 @@ fn rounds_follow_the_balanced_order_with_one_database_at_a_time() {
     assert_eq!(std::fs::read_dir(&plan.dir).unwrap().count(), 0);
 }
 
+/// Workloads take turns a round at a time, so time one does not need goes
+/// to the others whatever their order in the plan; results stay in plan
+/// order.
+#[test]
+fn workloads_take_turns_a_round_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = BenchPlan {
+        workloads: vec!["oltp_write_only".into(), "tpcb".into()],
+        configs: vec![
+            BenchConfig::default(),
+            BenchConfig {
+                protection: TornPageProtection::Off,
+                ..BenchConfig::default()
+            },
+        ],
+        scale: scale(),
+        spec: spec(),
+        repeats: Repeats::Fixed(2),
+        dir: dir.path().join("dbs"),
+        seed: 7,
+        keep: false,
+        drop_disturbed: false,
+    };
+    let mut rounds: Vec<(String, usize)> = Vec::new();
+    let results = run_plan(&plan, |p| {
+        if let Progress::Round {
+            workload,
+            rounds: n,
+            ..
+        } = p
+        {
+            rounds.push((workload.to_string(), n));
+        }
+    })
+    .unwrap();
+    let turns: Vec<(&str, usize)> = rounds.iter().map(|(w, n)| (w.as_str(), *n)).collect();
+    assert_eq!(
+        turns,
+        [
+            ("oltp_write_only", 1),
+            ("tpcb", 1),
+            ("oltp_write_only", 2),
+            ("tpcb", 2)
+        ]
+    );
+    let order: Vec<&str> = results.iter().map(|r| r.workload.as_str()).collect();
+    assert_eq!(
+        order,
+        ["oltp_write_only", "oltp_write_only", "tpcb", "tpcb"]
+    );
+    assert!(results.iter().all(|r| r.runs.len() == 2 && r.rounds == 2));
+    assert_eq!(std::fs::read_dir(&plan.dir).unwrap().count(), 0);
+}
+
 #[test]
 fn each_run_starts_from_a_fresh_copy_of_an_untouched_template() {
     let dir = tempfile::tempdir().unwrap();

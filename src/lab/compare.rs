@@ -214,32 +214,38 @@ pub enum Progress<'a> {
     },
 }
 
-/// Runs the plan: per workload, loads one template per set of creation
-/// settings, then runs rounds until [`adaptive::next_step`] says stop.
-/// In round `r` the configurations run in [`round_order`]`(n, r)`, each on
-/// a fresh copy of its template with no other database open; each run's
-/// database is checked against the workload's invariant, closed, and
-/// removed unless `keep` (then the last round's stay). One result per
-/// (workload, config).
+/// One workload of a plan while it runs.
+struct WorkloadRun {
+    name: String,
+    workload: Box<dyn Workload>,
+    templates: Vec<PathBuf>,
+    results: Vec<ConfigResult>,
+    rounds: usize,
+    /// Time spent on its rounds (loading excluded).
+    spent: Duration,
+    stop: Option<super::confidence::StopReason>,
+}
+
+/// Runs the plan: loads one template per workload and set of creation
+/// settings, then gives the workloads still running one round each in
+/// turn until [`adaptive::next_step`] stops each. Taking turns means a
+/// workload that reaches its precision early leaves its time to the
+/// others, whatever their order in the plan. In round `r` a workload's
+/// configurations run in [`round_order`]`(n, r)`, each on a fresh copy of
+/// its template with no other database open; each run's database is
+/// checked against the workload's invariant, closed, and removed unless
+/// `keep` (then the last round's stay). One result per (workload, config),
+/// in plan order.
 pub fn run_plan(
     plan: &BenchPlan,
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<Vec<ConfigResult>> {
     let job = Instant::now();
-    let mut out = Vec::new();
-    for (w, name) in plan.workloads.iter().enumerate() {
+    let mut runs = Vec::with_capacity(plan.workloads.len());
+    for name in &plan.workloads {
         let workload = by_name(name, &plan.scale)?;
-        // What is left of the budget, shared among the workloads left.
-        let share = match &plan.repeats {
-            Repeats::Auto { budget, .. } => {
-                budget.saturating_sub(job.elapsed()) / (plan.workloads.len() - w) as u32
-            }
-            Repeats::Fixed(_) => Duration::MAX,
-        };
-        let loading = Instant::now();
         let templates = make_templates(plan, name, workload.as_ref(), &mut progress)?;
-        let budget = share.saturating_sub(loading.elapsed());
-        let mut results: Vec<ConfigResult> = plan
+        let results = plan
             .configs
             .iter()
             .map(|c| ConfigResult {
@@ -250,45 +256,74 @@ pub fn run_plan(
                 ..Default::default()
             })
             .collect();
-        let started = Instant::now();
-        let mut rounds = 0;
-        let stop = loop {
-            for i in round_order(plan.configs.len(), rounds) {
+        runs.push(WorkloadRun {
+            name: name.clone(),
+            workload,
+            templates,
+            results,
+            rounds: 0,
+            spent: Duration::ZERO,
+            stop: None,
+        });
+    }
+    let budget = match &plan.repeats {
+        Repeats::Auto { budget, .. } => *budget,
+        Repeats::Fixed(_) => Duration::MAX,
+    };
+    while runs.iter().any(|w| w.stop.is_none()) {
+        let running = runs.iter().filter(|w| w.stop.is_none()).count() as u32;
+        for w in runs.iter_mut().filter(|w| w.stop.is_none()) {
+            let began = Instant::now();
+            for i in round_order(plan.configs.len(), w.rounds) {
                 progress(Progress::Running {
-                    workload: name,
+                    workload: &w.name,
                     config: i,
-                    repeat: rounds,
+                    repeat: w.rounds,
                 });
-                let run = run_copy(plan, name, i, &templates[i], workload.as_ref(), rounds)?;
+                let run = run_copy(
+                    plan,
+                    &w.name,
+                    i,
+                    &w.templates[i],
+                    w.workload.as_ref(),
+                    w.rounds,
+                )?;
                 progress(Progress::Ran { run: &run });
-                results[i].runs.push(run);
+                w.results[i].runs.push(run);
             }
-            rounds += 1;
+            w.rounds += 1;
+            w.spent += began.elapsed();
             // Judged again each round: a probe is compared with the
             // median of all probes so far.
-            crate::lab::noise::mark_excluded(&mut results, plan.drop_disturbed);
+            crate::lab::noise::mark_excluded(&mut w.results, plan.drop_disturbed);
             progress(Progress::Round {
-                workload: name,
-                rounds,
-                widest_pct: adaptive::widest_pct(&results),
+                workload: &w.name,
+                rounds: w.rounds,
+                widest_pct: adaptive::widest_pct(&w.results),
             });
-            let elapsed = started.elapsed();
-            if let Some(stop) =
-                adaptive::next_step(&results, rounds, elapsed, budget, &plan.repeats)
-            {
-                break stop;
-            }
-        };
+            // What is left of the budget, shared by the workloads running.
+            let share = budget.saturating_sub(job.elapsed()) / running;
+            w.stop = adaptive::next_step(
+                &w.results,
+                w.rounds,
+                w.spent,
+                w.spent.saturating_add(share),
+                &plan.repeats,
+            );
+        }
+    }
+    let mut out = Vec::new();
+    for w in runs {
         // A shared template is already gone the second time: a no-op.
-        for t in &templates {
+        for t in &w.templates {
             remove_database(t)?;
         }
-        for r in &mut results {
-            r.rounds = rounds;
-            r.stop_reason = Some(stop);
+        for mut r in w.results {
+            r.rounds = w.rounds;
+            r.stop_reason = w.stop;
             r.summarize();
+            out.push(r);
         }
-        out.extend(results);
     }
     // The final verdict on each run: its probes against the whole bench's.
     crate::lab::noise::mark_excluded(&mut out, plan.drop_disturbed);
