@@ -103,21 +103,36 @@ pub fn next_step(
 pub fn stop_line(group: &[ConfigResult], precision_pct: Option<f64>) -> Option<String> {
     let first = group.first()?;
     let reason = first.stop_reason?;
-    let reached = match widest_pct(group) {
-        Some(w) if w.is_finite() => format!("±{w:.1} %"),
-        Some(_) => "no interval yet".to_string(),
-        None => "nothing to compare".to_string(),
+    // A single configuration has no ratio, so no widest interval to tell.
+    let widest = widest_pct(group).map(|w| {
+        if w.is_finite() {
+            format!("±{w:.1} %")
+        } else {
+            "no interval yet".to_string()
+        }
+    });
+    let (what, at) = match reason {
+        StopReason::Fixed => (
+            "the rounds asked for were run".to_string(),
+            widest.map(|w| format!("; widest interval {w}")),
+        ),
+        StopReason::Precision => (
+            match precision_pct {
+                Some(p) => format!("every ratio reached ±{p} %"),
+                None => "every ratio reached the precision asked for".to_string(),
+            },
+            widest.map(|w| format!(" (widest {w})")),
+        ),
+        StopReason::Budget => (
+            "the time budget ran out".to_string(),
+            widest.map(|w| format!(" at {w}")),
+        ),
+        StopReason::MaxRounds => (
+            "the most rounds allowed were run".to_string(),
+            widest.map(|w| format!(", at {w}")),
+        ),
     };
-    let what = match reason {
-        StopReason::Fixed if group.len() < 2 => "the rounds asked for were run".to_string(),
-        StopReason::Fixed => format!("the rounds asked for were run; widest interval {reached}"),
-        StopReason::Precision => match precision_pct {
-            Some(p) => format!("every ratio reached ±{p} % (widest {reached})"),
-            None => format!("every ratio reached the precision asked for ({reached})"),
-        },
-        StopReason::Budget => format!("the time budget ran out at {reached}"),
-        StopReason::MaxRounds => format!("the most rounds allowed were run, at {reached}"),
-    };
+    let what = what + &at.unwrap_or_default();
     let s = if first.rounds == 1 { "" } else { "s" };
     Some(format!(
         "{}: {} round{s}; {what}",
@@ -238,5 +253,32 @@ mod tests {
         assert_eq!(shown_ratios(&three[..1]), vec![]);
         assert_eq!(widest_pct(&three[..1]), None);
         assert_eq!(widest_pct(&pair(1, 0.0)), Some(f64::INFINITY));
+    }
+
+    #[test]
+    fn the_stop_line_names_the_widest_interval_only_when_there_is_a_ratio() {
+        let stopped = |mut group: Vec<ConfigResult>, reason| {
+            for c in &mut group {
+                c.rounds = 4;
+                c.stop_reason = Some(reason);
+            }
+            stop_line(&group, Some(3.0)).unwrap()
+        };
+        let budget = stopped(pair(4, 0.05), StopReason::Budget);
+        assert!(
+            budget.starts_with("w: 4 rounds; the time budget ran out at ±"),
+            "{budget}"
+        );
+        let single = stopped(pair(4, 0.05)[..1].to_vec(), StopReason::Fixed);
+        assert_eq!(single, "w: 4 rounds; the rounds asked for were run");
+        let mut one_round = pair(1, 0.0);
+        for c in &mut one_round {
+            c.rounds = 1;
+            c.stop_reason = Some(StopReason::Fixed);
+        }
+        assert_eq!(
+            stop_line(&one_round, None).unwrap(),
+            "w: 1 round; the rounds asked for were run; widest interval no interval yet"
+        );
     }
 }
