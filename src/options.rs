@@ -60,6 +60,13 @@ pub struct Options {
     /// frames a round keeps ahead of the clock hand, as a multiple of the
     /// frames clients claimed per round lately.
     pub bgwriter_lru_multiplier: f64,
+    /// `double_write_buffer_size` in bytes (default 16 MB; 2 to 65,536
+    /// pages, a multiple of the page size): the area of each of the three
+    /// double-write shards (`torn_page_protection = double_writes` only).
+    pub double_write_buffer_size: u64,
+    /// `double_write_batch_pages` (default 128; 1 to the pages one batch
+    /// header describes: 169 at 4 kB, 339 at 8 kB): pages per batch header.
+    pub double_write_batch_pages: u32,
     /// The clock the engine paces work by (real time; tests use a manual one).
     pub clock: Clock,
 }
@@ -82,6 +89,8 @@ impl Default for Options {
             bgwriter_delay: Duration::from_millis(200),
             bgwriter_lru_maxpages: 100,
             bgwriter_lru_multiplier: 2.0,
+            double_write_buffer_size: 16 * 1024 * 1024,
+            double_write_batch_pages: 128,
             clock: Clock::real(),
         }
     }

@@ -199,7 +199,7 @@ impl CreationSettings {
                 "1 MB to 1 GB and a multiple of page_size",
             ));
         }
-        Ok(())
+        crate::protect::check_checksums(self.torn_page_protection, self.data_checksums)
     }
 
     /// Pages per data segment file.
@@ -252,6 +252,7 @@ impl CreationSettings {
             requested
                 .torn_page_protection
                 .unwrap_or(self.torn_page_protection),
+            self.data_checksums,
         )
     }
 }
@@ -366,8 +367,19 @@ mod tests {
         };
         disk.check_requested(&req).unwrap();
         req.torn_page_protection = Some(TornPageProtection::DoubleWrites);
-        let e = disk.check_requested(&req).unwrap_err().to_string();
+        disk.check_requested(&req).unwrap();
+        let no_checksums = CreationSettings {
+            data_checksums: ChecksumAlgorithm::Off,
+            ..disk
+        };
+        let e = no_checksums.check_requested(&req).unwrap_err().to_string();
         assert!(e.contains("from full_pages to double_writes"), "{e}");
+        let created = CreationSettings {
+            torn_page_protection: TornPageProtection::DoubleWrites,
+            ..no_checksums
+        };
+        let e = created.validate().unwrap_err().to_string();
+        assert!(e.contains("needs page checksums"), "{e}");
     }
 
     #[test]

@@ -192,7 +192,7 @@ fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
 }
 
 #[test]
-fn a_control_file_asking_for_double_writes_is_refused_untouched() {
+fn a_control_file_asking_for_double_writes_without_checksums_is_refused_untouched() {
     use untorn::control::ControlFile;
     use untorn::file::{posix::PosixFileSystem, Issuer};
     use untorn::TornPageProtection;
@@ -202,16 +202,17 @@ fn a_control_file_asking_for_double_writes_is_refused_untouched() {
         .unwrap()
         .close()
         .unwrap();
-    // A database made by a build that has double writes: this one would
-    // run it with no torn-page protection at all.
+    // Double writes find a torn page by its checksum: without one, every
+    // torn page would pass as intact and its copy would never be used.
     let fs = PosixFileSystem::default();
     let mut control = ControlFile::read(&fs, &path, Issuer::Tool).unwrap();
     control.settings.torn_page_protection = TornPageProtection::DoubleWrites;
+    control.settings.data_checksums = untorn::ChecksumAlgorithm::Off;
     control.write(&fs, &path, Issuer::Tool).unwrap();
     let before = snapshot(&path);
     let e = msg(Database::open(&path, Options::default()));
     assert!(
-        e.contains("double_writes") && e.contains("this build"),
+        e.contains("double_writes") && e.contains("needs page checksums"),
         "{e}"
     );
     assert!(before == snapshot(&path), "the refused open changed files");

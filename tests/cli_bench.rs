@@ -118,7 +118,7 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
 #[test]
 fn bench_refuses_settings_it_does_not_have() {
     for args in [
-        ["--protection", "double_writes"],
+        ["--protection", "triple_writes"],
         ["--wal-compression", "pglz"],
         ["--checkpoint-sort", "sideways"],
         ["--device", "floppy"],

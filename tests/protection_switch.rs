@@ -139,21 +139,61 @@ fn full_pages_to_off_recovers_with_the_images_then_logs_none() {
     assert!(e.to_string().contains(&format!("block {block}")), "{e}");
 }
 
-/// Asking for `double_writes` (not built) is refused before anything is
-/// written, naming both modes; the database stays as it was.
+fn area_files(path: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(path.join("dw"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// `off` to `double_writes` and back to `full_pages`: the area is created
+/// before the control file names the mode, every row survives a crash
+/// under it, and the area is removed once the mode in force does not use it.
 #[test]
-fn a_switch_to_double_writes_is_refused_naming_both_modes() {
+fn a_switch_into_double_writes_creates_the_area_and_out_of_it_removes_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     create_loaded(&path, Off);
+    assert!(area_files(&path).is_empty());
+    let db = Database::open(&path, options(Some(DoubleWrites))).unwrap();
+    assert_eq!(db.settings().torn_page_protection, DoubleWrites);
+    assert_eq!(mode_on_disk(&path), DoubleWrites);
+    assert_eq!(area_files(&path), ["shard-0", "shard-1", "shard-2"]);
+    assert_eq!(update_and_crash(db, 1), 0, "no image under double_writes");
+    let db = Database::open(&path, Options::default()).unwrap();
+    assert_rows(&db, 1);
+    db.close().unwrap();
+    let db = Database::open(&path, options(Some(FullPages))).unwrap();
+    assert_eq!(mode_on_disk(&path), FullPages);
+    assert!(area_files(&path).is_empty(), "{:?}", area_files(&path));
+    assert_rows(&db, 1);
+    db.close().unwrap();
+    let report = untorn::verify::verify_database(&PosixFileSystem::default(), &path).unwrap();
+    assert!(report.ok(), "{:?}", report.failures);
+}
+
+/// Asking for `double_writes` on a database without page checksums is
+/// refused before anything is written, naming both modes and the reason.
+#[test]
+fn a_switch_to_double_writes_without_checksums_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let mut create = options(Some(Off));
+    create.creation.data_checksums = Some(untorn::ChecksumAlgorithm::Off);
+    Database::create(&path, create).unwrap().close().unwrap();
     let control = std::fs::read(path.join("untorn.control")).unwrap();
     let e = Database::open(&path, options(Some(DoubleWrites)))
         .err()
         .expect("refused");
     let msg = e.to_string();
-    assert!(msg.contains("from off to double_writes"), "{msg}");
+    assert!(
+        msg.contains("from off to double_writes") && msg.contains("checksums"),
+        "{msg}"
+    );
     assert_eq!(std::fs::read(path.join("untorn.control")).unwrap(), control);
-    let db = Database::open(&path, Options::default()).unwrap();
-    assert_eq!(db.settings().torn_page_protection, Off);
-    assert_rows(&db, 0);
+    assert!(!path.join("dw").exists());
 }

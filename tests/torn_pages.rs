@@ -1,6 +1,8 @@
 //! A page torn by a crash: `full_pages` repairs it from the full-page image
 //! logged at its first change after the checkpoint; `off` detects it and
-//! says which page and which data were lost.
+//! says which page and which data were lost. (`double_writes` repairing a
+//! page from its copy: protect/double_writes/recover_tests.rs and the
+//! crash laboratory.)
 
 use untorn::settings::RequestedCreationSettings;
 use untorn::{key_u64, Database, Options, TornPageProtection};
@@ -107,16 +109,13 @@ fn off_detects_a_torn_page_and_names_it() {
 }
 
 #[test]
-fn double_writes_is_refused_until_built() {
+fn double_writes_without_checksums_is_refused_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Database::create(
-        &dir.path().join("db"),
-        options(TornPageProtection::DoubleWrites),
-    )
-    .err()
-    .unwrap();
+    let mut o = options(TornPageProtection::DoubleWrites);
+    o.creation.data_checksums = Some(untorn::ChecksumAlgorithm::Off);
+    let e = Database::create(&dir.path().join("db"), o).err().unwrap();
     assert!(
-        e.to_string().contains("double_writes is not implemented"),
+        e.to_string().contains("double_writes needs page checksums"),
         "{e}"
     );
     assert!(!dir.path().join("db").join("untorn.control").exists());

@@ -53,12 +53,29 @@ impl BufferPool {
         max_write: usize,
         who: Issuer,
     ) -> Result<CleanScan> {
+        let (mut scan, pinned) = self.pin_dirty_ahead(from, max_scan, want, max_write);
+        if !pinned.is_empty() {
+            let idxs: Vec<usize> = pinned.iter().map(|p| p.idx).collect();
+            scan.written = self.write_frames(&idxs, who)?;
+        }
+        Ok(scan)
+    }
+
+    /// The scan of [`BufferPool::clean_ahead`] without the write: pins and
+    /// returns the dirty frames it chose (at most `max_write`).
+    pub(super) fn pin_dirty_ahead(
+        &self,
+        from: u64,
+        max_scan: usize,
+        want: usize,
+        max_write: usize,
+    ) -> (CleanScan, Vec<Pinned<'_>>) {
         let n = self.frames.len() as u64;
         let mut scan = CleanScan::default();
-        if max_write == 0 {
-            return Ok(scan);
-        }
         let mut pinned: Vec<Pinned<'_>> = Vec::new();
+        if max_write == 0 {
+            return (scan, pinned);
+        }
         while scan.scanned < max_scan && scan.reusable < want {
             let idx = ((from + scan.scanned as u64) % n) as usize;
             scan.scanned += 1;
@@ -92,10 +109,6 @@ impl BufferPool {
                 break;
             }
         }
-        if !pinned.is_empty() {
-            let idxs: Vec<usize> = pinned.iter().map(|p| p.idx).collect();
-            scan.written = self.write_frames(&idxs, who)?;
-        }
-        Ok(scan)
+        (scan, pinned)
     }
 }

@@ -279,7 +279,21 @@ impl BufferPool {
                 continue;
             }
             if dirty {
-                match self.write_frames(&[idx], who) {
+                // Where a write costs an fsync (double writes), the victim
+                // goes with the next dirty frames the sweep would take, so
+                // that the fsync is shared instead of paid per page.
+                let batch = self.page_write_protection().eviction_batch();
+                let (_, ahead) = if batch > 1 {
+                    let from = self.clock_hand.load(Relaxed) as u64;
+                    // Scan until the batch is full (or 4 batches' worth of
+                    // frames were looked at), clean frames not counting.
+                    self.pin_dirty_ahead(from, batch * 4, batch * 4, batch - 1)
+                } else {
+                    Default::default()
+                };
+                let mut idxs = vec![idx];
+                idxs.extend(ahead.iter().map(|p| p.idx));
+                match self.write_frames(&idxs, who) {
                     Err(e) => {
                         f.pins.fetch_sub(1, AcqRel);
                         return Err(e);

@@ -48,13 +48,41 @@ pub trait WalFlush: Send + Sync {
     fn flushed_lsn(&self) -> Lsn;
 }
 
+/// What [`PageWriteProtection::before_in_place_writes`] hands back, for
+/// the matching [`PageWriteProtection::after_in_place_writes`].
+pub type WriteTicket = u64;
+
 /// Torn-page protection as the buffer pool sees it (implemented in
 /// `crate::protect`): called with every batch of page copies, in
 /// (file, block) order, before any of them is written in place. With
 /// double writes it returns once the batch is durable in the double-write
 /// area; modes that protect pages in the WAL do nothing here.
 pub trait PageWriteProtection: Send + Sync {
-    fn before_in_place_writes(&self, pages: &[PageCopy], who: Issuer) -> Result<()>;
+    fn before_in_place_writes(&self, pages: &[PageCopy], who: Issuer) -> Result<WriteTicket>;
+
+    /// Called once the in-place writes of that batch have returned, failed
+    /// or not (a failed write may still have changed the OS cache).
+    fn after_in_place_writes(&self, _ticket: WriteTicket, _pages: &[PageCopy]) {}
+
+    /// Pages a client that must write a dirty victim writes at once (the
+    /// victim and the next dirty ones the sweep would take): more than one
+    /// where each batch costs an fsync, so that it is shared.
+    fn eviction_batch(&self) -> usize {
+        1
+    }
+
+    /// The most pages a checkpoint should hand over in one batch, where the
+    /// mode wants larger batches than the checkpoint's own (`None`: the
+    /// checkpoint decides).
+    fn checkpoint_batch(&self) -> Option<usize> {
+        None
+    }
+
+    /// The most pages one call of `before_in_place_writes` may carry; the
+    /// pool splits larger writes.
+    fn max_batch(&self) -> usize {
+        usize::MAX
+    }
 }
 
 /// Checks a page's own structure after the header checks (for B+tree nodes).
@@ -88,7 +116,8 @@ pub struct BufferPool {
     checksums: ChecksumAlgorithm,
     files: Arc<DataFiles>,
     wal: Arc<dyn WalFlush>,
-    protection: Arc<dyn PageWriteProtection>,
+    /// Swapped only at an opening's protection switch, before any client.
+    protection: parking_lot::RwLock<Arc<dyn PageWriteProtection>>,
     validator: Option<PageValidator>,
     /// During recovery an all-zero or missing page is handed out (redo
     /// restores it from a full image); otherwise it is corruption.
@@ -168,7 +197,7 @@ impl BufferPool {
             checksums,
             files,
             wal,
-            protection,
+            protection: parking_lot::RwLock::new(protection),
             validator,
             recovery: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
@@ -191,6 +220,17 @@ impl BufferPool {
     pub fn files(&self) -> &Arc<DataFiles> {
         &self.files
     }
+    /// The torn-page protection pages are written under now.
+    pub fn page_write_protection(&self) -> Arc<dyn PageWriteProtection> {
+        self.protection.read().clone()
+    }
+
+    /// Writes every later page under `protection` (a switch of mode at an
+    /// opening, with no page write in flight).
+    pub fn set_page_write_protection(&self, protection: Arc<dyn PageWriteProtection>) {
+        *self.protection.write() = protection;
+    }
+
     pub fn set_recovery(&self, on: bool) {
         self.recovery.store(on, SeqCst);
     }

@@ -71,6 +71,10 @@ impl DataFiles {
         Ok(files.len())
     }
 
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
     /// How many data files this process opened.
     pub fn open_count(&self) -> usize {
         self.files.read().len()
@@ -150,6 +154,19 @@ impl PageCopy {
     /// The bytes about to be written: checksummed, final.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
+    }
+
+    /// A copy of `bytes` for page `id`, as the write path would hand it to
+    /// torn-page protection (tests of protection modes).
+    #[cfg(test)]
+    pub(crate) fn for_tests(id: PageId, bytes: Vec<u8>) -> PageCopy {
+        PageCopy {
+            idx: 0,
+            id,
+            gen: 0,
+            commit_lsn: Lsn(0),
+            bytes,
+        }
     }
 }
 
@@ -248,8 +265,21 @@ impl BufferPool {
                 );
             }
         }
-        self.protection.before_in_place_writes(&copies, who)?;
-        self.write_runs(&copies, who)?;
+        let protection = self.page_write_protection();
+        for part in copies.chunks(protection.max_batch().max(1)) {
+            let ticket = protection
+                .before_in_place_writes(part, who)
+                .inspect_err(|e| {
+                    // A failed fsync of the double-write area: nothing
+                    // written under it may be trusted again.
+                    if e.is_fatal() {
+                        self.poison();
+                    }
+                })?;
+            let written = self.write_runs(part, who);
+            protection.after_in_place_writes(ticket, part);
+            written?;
+        }
         for c in &copies {
             let f = &self.frames[c.idx];
             f.clean_gen.fetch_max(c.gen, AcqRel);

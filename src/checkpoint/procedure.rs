@@ -77,10 +77,14 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
     if sort {
         pages.sort_unstable();
     }
-    let batch = if sort {
-        (engine.pool.nframes() / 4).clamp(1, SORTED_BATCH)
-    } else {
-        1
+    let quarter = (engine.pool.nframes() / 4).max(1);
+    let batch = match engine.pool.page_write_protection().checkpoint_batch() {
+        // Double writes: phase one puts a whole batch through the area with
+        // one fsync, phase two writes it in place (seed 003's two phases,
+        // a batch at a time); a quarter of the pool at most stays pinned.
+        Some(large) => large.min(quarter),
+        None if sort => quarter.min(SORTED_BATCH),
+        None => 1,
     };
     // Work units: pages to write, then files to fsync (the open files
     // now, a close bound: a file first opened meanwhile adds one).

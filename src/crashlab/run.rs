@@ -78,6 +78,11 @@ pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options 
     // moves. The workload runs rounds itself, at chosen points.
     o.bgwriter_delay = Duration::from_secs(10);
     o.wal_compression = opts.wal_compression;
+    // A small double-write area (12 blocks per shard, 2 pages per batch
+    // header): calls of up to 4 pages, two batches each, so that slots
+    // are reused, and freed by data-file fsyncs, within an iteration.
+    o.double_write_buffer_size = 12 * opts.page_size as u64;
+    o.double_write_batch_pages = 2;
     o
 }
 

@@ -46,7 +46,6 @@ pub fn create(
     settings: CreationSettings,
 ) -> Result<ControlFile> {
     settings.validate()?;
-    refuse_unbuilt(&settings, "use full_pages or off")?;
     if fs.exists(&ControlFile::path(dir)) {
         return Err(Error::AlreadyExists {
             path: dir.to_path_buf(),
@@ -91,23 +90,6 @@ pub fn open_control(
     requested: &RequestedCreationSettings,
 ) -> Result<ControlFile> {
     let control = ControlFile::read(fs, dir, Issuer::Tool)?;
-    // Before anything is written: opening would run the database with no
-    // torn-page protection while its control file promises some.
-    refuse_unbuilt(
-        &control.settings,
-        &format!(
-            "the control file of {} asks for it; open it with a build that has it",
-            dir.display()
-        ),
-    )?;
     control.settings.check_requested(requested)?;
     Ok(control)
-}
-
-/// Refuses settings this build cannot honour; `advice` says what to do.
-fn refuse_unbuilt(settings: &CreationSettings, advice: &str) -> Result<()> {
-    match crate::protect::page_write_protection(settings.torn_page_protection) {
-        Ok(_) => Ok(()),
-        Err(_) => Err(crate::protect::double_writes::not_built(advice)),
-    }
 }

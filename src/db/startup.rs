@@ -10,14 +10,15 @@
 //!    before the checkpoint record the control file names.
 //! 4. Bump the WAL epoch in the control file, durably, before any new WAL
 //!    is written, so stale pages of the previous run are never read as new.
-//! 5. Open the WAL for writing at the scan's end; build the buffer pool
-//!    with the mode's torn-page protection.
+//! 5. Open the WAL for writing at the scan's end.
 //! 6. If the directory has a double-write area (`dw/`), restore from it
 //!    every page its newest copy in [redo point, end of the WAL] must
 //!    replace (torn, or not newer than the copy), and fsync those data
-//!    files (`protect::double_writes::recover`). Then redo every record
-//!    from the redo point (images first, then changes to pages whose LSN
-//!    is older), repairing damaged pages from images.
+//!    files (`protect::double_writes::recover`). Only then build the buffer
+//!    pool with the mode's torn-page protection (with double writes, the
+//!    area is opened or created and its slots reused). Then redo every
+//!    record from the redo point (images first, then changes to pages
+//!    whose LSN is older), repairing damaged pages from images.
 //! 7. Derive the next transaction and file ids (the control file's, raised
 //!    past anything redo saw or the data directory holds).
 //! 8. Create the catalog if the database is new; load it; remove data
@@ -25,7 +26,8 @@
 //! 9. Checkpoint (end of recovery), so the control file says "in
 //!    production" with a redo point past everything replayed. Steps 5 to 9
 //!    run under the control file's torn-page protection; only then is a
-//!    different requested mode recorded and used (`protect::switch`).
+//!    different requested mode recorded and used (`protect::switch`), and
+//!    an area the mode in force does not use removed.
 //! 10. Start the background threads (checkpointer, background writer, WAL writer).
 
 use super::{catalog, directory, Database};
@@ -87,24 +89,34 @@ pub(super) fn open(
     )?;
     let wal = Arc::new(wal.with_image_compression(options.wal_compression.into()));
     let files = Arc::new(DataFiles::new(fs.clone(), &dir.join(DATA_DIR), &settings));
-    let nframes = (options.buffer_pool_size / settings.page_size as u64) as usize;
-    let pool = BufferPool::new(
-        nframes,
-        settings.page_size as usize,
-        settings.data_checksums,
-        files.clone(),
-        wal.clone() as Arc<dyn WalFlush>,
-        crate::protect::page_write_protection(settings.torn_page_protection)?,
-        Some(btree::validate_page),
-    )?;
     // 6. The area's copies go in before redo reads any page; the WAL's end
-    // is already known from step 3's scan.
+    // is already known from step 3's scan. Only then may the write path
+    // reuse the area's slots.
     let from_area = crate::protect::double_writes::recover::restore_before_redo(
         fs.as_ref(),
         dir,
         &control,
         &files,
         &scan,
+    )?;
+    let first_batch_seq = from_area.max_batch_seq + 1;
+    let nframes = (options.buffer_pool_size / settings.page_size as u64) as usize;
+    let write_path = crate::protect::WritePathContext {
+        fs: fs.as_ref(),
+        dir,
+        system_id: control.system_id,
+        files: &files,
+        options: &options,
+        first_batch_seq,
+    };
+    let pool = BufferPool::new(
+        nframes,
+        settings.page_size as usize,
+        settings.data_checksums,
+        files.clone(),
+        wal.clone() as Arc<dyn WalFlush>,
+        crate::protect::page_write_protection(settings.torn_page_protection, &write_path)?,
+        Some(btree::validate_page),
     )?;
     pool.set_recovery(true);
     let mut report = recovery::redo(
@@ -153,7 +165,7 @@ pub(super) fn open(
     catalog::remove_orphan_files(&engine)?;
     // 9.
     checkpoint::procedure::run(&engine, Reason::EndOfRecovery)?;
-    crate::protect::switch::after_end_of_recovery(&engine)?;
+    crate::protect::switch::after_end_of_recovery(&engine, first_batch_seq)?;
     // 10.
     let background = checkpoint::background::spawn(engine.clone());
     Ok(Database {

@@ -6,7 +6,7 @@ use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::error::{Error, Result};
 use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The on-disk name of segment `segment` of data file `file_id`.
@@ -48,13 +48,26 @@ pub struct SegmentedFile {
     pages_per_segment: u64,
     /// Opened segments, by number; `None` where not opened yet.
     segments: RwLock<Vec<Option<Arc<dyn File>>>>,
-    /// Set after a write completes, cleared by `sync` before it fsyncs:
-    /// a file with nothing written since its last fsync is not fsynced again.
-    /// Starts set: a crashed process may have left writes in the OS cache
-    /// that no fsync covered, and the first checkpoint after recovery must
-    /// make them durable before it moves the redo point past their records.
-    written: AtomicBool,
+    /// Writes completed, counted after each. Starts at 1: a crashed
+    /// process may have left writes in the OS cache that no fsync covered,
+    /// and the first checkpoint after recovery must make them durable
+    /// before it moves the redo point past their records.
+    writes_done: AtomicU64,
+    /// `writes_done` as read at the start of the latest successful fsync:
+    /// when it still equals `writes_done`, an fsync would find nothing new.
+    writes_synced: AtomicU64,
+    /// fsyncs started, numbered from 1 in start order.
+    syncs_started: AtomicU64,
+    /// The highest number of an fsync that completed successfully: every
+    /// write completed before that fsync started is durable.
+    synced_through: AtomicU64,
 }
+
+/// A point in a data file's history: "every write completed so far".
+/// [`SegmentedFile::is_durable`] says when an fsync that started after it
+/// has completed (the double-write area's rule for reusing a slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DurabilityMark(u64);
 
 impl SegmentedFile {
     pub fn new(
@@ -72,7 +85,10 @@ impl SegmentedFile {
             page_size,
             pages_per_segment,
             segments: RwLock::new(Vec::new()),
-            written: AtomicBool::new(true),
+            writes_done: AtomicU64::new(1),
+            writes_synced: AtomicU64::new(0),
+            syncs_started: AtomicU64::new(0),
+            synced_through: AtomicU64::new(0),
         }
     }
 
@@ -175,6 +191,14 @@ impl SegmentedFile {
     /// Writes consecutive pages starting at `first_block`, one vectored write
     /// per segment touched.
     pub fn write_pages(&self, first_block: u64, pages: &[&[u8]], who: Issuer) -> Result<()> {
+        let result = self.write_pages_uncounted(first_block, pages, who);
+        // Counted even when it failed: a write that failed half-way may
+        // have changed the OS cache, and the next fsync must not skip it.
+        self.writes_done.fetch_add(1, Ordering::SeqCst);
+        result
+    }
+
+    fn write_pages_uncounted(&self, first_block: u64, pages: &[&[u8]], who: Issuer) -> Result<()> {
         let mut i = 0;
         while i < pages.len() {
             let block = first_block + i as u64;
@@ -190,8 +214,20 @@ impl SegmentedFile {
             }
             i += n;
         }
-        self.written.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// The mark of every write that has completed by now (call it after the
+    /// writes it must cover returned).
+    pub fn durability_mark(&self) -> DurabilityMark {
+        // Any fsync numbered above this one increments the counter after
+        // this read, so it starts after those writes completed.
+        DurabilityMark(self.syncs_started.load(Ordering::SeqCst) + 1)
+    }
+
+    /// True once an fsync that started after `mark` was taken completed.
+    pub fn is_durable(&self, mark: DurabilityMark) -> bool {
+        self.synced_through.load(Ordering::SeqCst) >= mark.0
     }
 
     /// Asks the kernel to start writing `n` pages from `first_block` back
@@ -232,13 +268,18 @@ impl SegmentedFile {
     /// fsyncs every segment opened by this process, if anything was written
     /// since the last sync.
     pub fn sync(&self, who: Issuer) -> Result<()> {
-        if !self.written.swap(false, Ordering::AcqRel) {
-            return Ok(());
+        // Numbered before the writes are counted: a write counted after
+        // this read takes a mark above this fsync's number.
+        let number = self.syncs_started.fetch_add(1, Ordering::SeqCst) + 1;
+        let writes = self.writes_done.load(Ordering::SeqCst);
+        if writes != self.writes_synced.load(Ordering::SeqCst) {
+            let segs: Vec<_> = self.segments.read().iter().flatten().cloned().collect();
+            for f in segs {
+                f.sync_data(who)?;
+            }
+            self.writes_synced.fetch_max(writes, Ordering::SeqCst);
         }
-        let segs: Vec<_> = self.segments.read().iter().flatten().cloned().collect();
-        for f in segs {
-            f.sync_data(who)?;
-        }
+        self.synced_through.fetch_max(number, Ordering::SeqCst);
         Ok(())
     }
 }

@@ -38,6 +38,8 @@ pub struct BenchConfig {
     pub checkpoint_completion_target: f64,
     /// `bgwriter_lru_maxpages` (0: no background writer).
     pub bgwriter_lru_maxpages: u32,
+    /// `double_write_buffer_size` (used under double_writes only).
+    pub double_write_buffer_size: u64,
     /// A name that tells apart copies of one configuration (`untorn bench
     /// --aa`: `a` and `b`); shown as the `copy` setting. Changes nothing in
     /// the engine.
@@ -60,6 +62,7 @@ impl Default for BenchConfig {
             checkpoint_sort: true,
             checkpoint_completion_target: 0.9,
             bgwriter_lru_maxpages: Options::default().bgwriter_lru_maxpages,
+            double_write_buffer_size: Options::default().double_write_buffer_size,
             copy: None,
         }
     }
@@ -88,6 +91,7 @@ impl BenchConfig {
             checkpoint_sort: self.checkpoint_sort,
             checkpoint_completion_target: self.checkpoint_completion_target,
             bgwriter_lru_maxpages: self.bgwriter_lru_maxpages,
+            double_write_buffer_size: self.double_write_buffer_size,
             ..Options::default()
         }
     }
@@ -136,6 +140,12 @@ impl BenchConfig {
             "bgwriter_lru_maxpages".into(),
             o.bgwriter_lru_maxpages.to_string(),
         );
+        if self.protection == TornPageProtection::DoubleWrites {
+            m.insert(
+                "double_write_buffer_size".into(),
+                o.double_write_buffer_size.to_string(),
+            );
+        }
         if let Some(copy) = &self.copy {
             m.insert("copy".into(), copy.clone());
         }

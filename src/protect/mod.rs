@@ -10,9 +10,8 @@
 //!   from that image, so whatever a torn write left is overwritten.
 //! - `double_writes` ([`double_writes`]): every page is first written to a
 //!   double-write area and fsynced there, then written in place; recovery
-//!   repairs a torn page from its intact copy. Not built yet: only the
-//!   area's format and the restore rule are, not wired in; the mode is
-//!   refused.
+//!   repairs a torn page from its intact copy. Needs page checksums (a torn
+//!   page is found by its checksum).
 //! - `off`: nothing; a torn page is found by its checksum, not repaired.
 //!
 //! Invariants:
@@ -30,10 +29,12 @@ pub mod double_writes;
 pub mod full_pages;
 pub mod switch;
 
-use crate::buffer::{PageCopy, PageWriteProtection};
+use crate::buffer::{DataFiles, PageCopy, PageWriteProtection, WriteTicket};
 use crate::error::Result;
-use crate::file::Issuer;
-use crate::settings::TornPageProtection;
+use crate::file::{FileSystem, Issuer};
+use crate::options::Options;
+use crate::settings::{ChecksumAlgorithm, TornPageProtection};
+use std::path::Path;
 use std::sync::Arc;
 
 /// The write-path side of a mode that protects pages in the WAL (or not at
@@ -41,15 +42,58 @@ use std::sync::Arc;
 pub struct InPlaceWrites;
 
 impl PageWriteProtection for InPlaceWrites {
-    fn before_in_place_writes(&self, _pages: &[PageCopy], _who: Issuer) -> Result<()> {
-        Ok(())
+    fn before_in_place_writes(&self, _pages: &[PageCopy], _who: Issuer) -> Result<WriteTicket> {
+        Ok(0)
     }
 }
 
+/// What an opening knows when it builds the write path.
+pub struct WritePathContext<'a> {
+    pub fs: &'a dyn FileSystem,
+    pub dir: &'a Path,
+    pub system_id: u64,
+    pub files: &'a Arc<DataFiles>,
+    pub options: &'a Options,
+    /// Above every batch sequence the area held.
+    pub first_batch_seq: u64,
+}
+
 /// What the buffer pool calls before writing pages in place, for `mode`.
-pub fn page_write_protection(mode: TornPageProtection) -> Result<Arc<dyn PageWriteProtection>> {
+/// For `double_writes`, opens (or creates) the area: call it only after
+/// recovery restored what an existing area held.
+pub fn page_write_protection(
+    mode: TornPageProtection,
+    cx: &WritePathContext<'_>,
+) -> Result<Arc<dyn PageWriteProtection>> {
     match mode {
         TornPageProtection::FullPages | TornPageProtection::Off => Ok(Arc::new(InPlaceWrites)),
-        TornPageProtection::DoubleWrites => Err(double_writes::not_built("open the database")),
+        TornPageProtection::DoubleWrites => {
+            let settings =
+                double_writes::AreaSettings::from_options(cx.options, cx.files.page_size())?;
+            Ok(Arc::new(double_writes::DoubleWrites::open(
+                cx.fs,
+                cx.dir,
+                cx.system_id,
+                cx.files.clone(),
+                settings,
+                cx.first_batch_seq,
+            )?))
+        }
     }
+}
+
+/// Refuses `mode` with page checksums `checksums`: double writes find a
+/// torn page by its checksum, and without one a torn page would be taken
+/// as intact and its copy never used.
+pub fn check_checksums(mode: TornPageProtection, checksums: ChecksumAlgorithm) -> Result<()> {
+    if mode == TornPageProtection::DoubleWrites && checksums == ChecksumAlgorithm::Off {
+        return Err(crate::Error::InvalidSetting {
+            name: "torn_page_protection",
+            detail: "double_writes needs page checksums (data_checksums = crc32c or fnv): \
+                     recovery finds a torn page by its checksum; with data_checksums = off \
+                     use full_pages"
+                .into(),
+        });
+    }
+    Ok(())
 }

@@ -33,36 +33,82 @@
 //! pool's write path and, away from it, restore from the double-write area
 //! before the switch.
 
+use super::double_writes;
 use crate::control::DbState;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::file::Issuer;
-use crate::settings::TornPageProtection;
+use crate::settings::{ChecksumAlgorithm, TornPageProtection};
 
 /// Refuses a switch from `from` to `to` that cannot be made safely, naming
 /// both modes. Called before anything is written.
-pub fn check(from: TornPageProtection, to: TornPageProtection) -> Result<()> {
-    match to {
-        TornPageProtection::DoubleWrites if from != to => {
-            Err(super::double_writes::not_built(&format!(
-                "the database uses {from} and cannot be switched from {from} to {to}; \
-                 open it with torn_page_protection {from}, or switch to full_pages or off"
-            )))
-        }
-        _ => Ok(()),
-    }
+pub fn check(
+    from: TornPageProtection,
+    to: TornPageProtection,
+    checksums: ChecksumAlgorithm,
+) -> Result<()> {
+    super::check_checksums(to, checksums).map_err(|e| match e {
+        crate::Error::InvalidSetting { name, detail } => crate::Error::InvalidSetting {
+            name,
+            detail: format!("cannot switch from {from} to {to}: {detail}"),
+        },
+        other => other,
+    })
 }
 
 /// After the end-of-recovery checkpoint: if the options ask for another
 /// mode than the one in force, records it in the control file (durably)
-/// and only then puts it in force.
-pub(crate) fn after_end_of_recovery(engine: &Engine) -> Result<()> {
+/// and only then puts it in force. A double-write area left by an earlier
+/// mode is removed once the mode in force does not use it (recovery has
+/// already restored what it held).
+pub(crate) fn after_end_of_recovery(engine: &Engine, first_batch_seq: u64) -> Result<()> {
     let from = engine.protection();
-    let to = match engine.options.creation.torn_page_protection {
-        Some(to) if to != from => to,
-        _ => return Ok(()),
+    if let Some(to) = engine
+        .options
+        .creation
+        .torn_page_protection
+        .filter(|&to| to != from)
+    {
+        switch(engine, from, to, first_batch_seq)?;
+    }
+    if engine.protection() != TornPageProtection::DoubleWrites {
+        let removed = engine.stop_if_fatal(double_writes::shard_file::remove_area(
+            engine.fs.as_ref(),
+            &engine.dir,
+            Issuer::Recovery,
+        ))?;
+        if removed > 0 {
+            tracing::info!(
+                files = removed,
+                "double-write area removed: not used by this mode"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn switch(
+    engine: &Engine,
+    from: TornPageProtection,
+    to: TornPageProtection,
+    first_batch_seq: u64,
+) -> Result<()> {
+    let checksums = engine.control.lock().settings.data_checksums;
+    check(from, to, checksums)?;
+    // The write path first: with double writes the area exists before the
+    // control file promises it. Nothing writes a page in between (no
+    // background thread or caller runs yet).
+    let cx = super::WritePathContext {
+        fs: engine.fs.as_ref(),
+        dir: &engine.dir,
+        system_id: engine.control.lock().system_id,
+        files: engine.pool.files(),
+        options: &engine.options,
+        first_batch_seq,
     };
-    check(from, to)?;
+    engine
+        .pool
+        .set_page_write_protection(super::page_write_protection(to, &cx)?);
     let mut control = engine.control.lock();
     // The checkpoint completed: the control file names its redo point and
     // says "in production". Anything else would switch over WAL written
@@ -93,19 +139,28 @@ mod tests {
     use TornPageProtection::*;
 
     #[test]
-    fn switches_between_built_modes_are_allowed() {
-        for (from, to) in [(Off, FullPages), (FullPages, Off), (Off, Off)] {
-            check(from, to).unwrap();
+    fn switches_between_modes_are_allowed_with_checksums() {
+        for (from, to) in [
+            (Off, FullPages),
+            (FullPages, Off),
+            (Off, Off),
+            (FullPages, DoubleWrites),
+            (DoubleWrites, Off),
+        ] {
+            check(from, to, ChecksumAlgorithm::Crc32c).unwrap();
         }
+        check(DoubleWrites, FullPages, ChecksumAlgorithm::Off).unwrap();
     }
 
     #[test]
-    fn a_switch_to_double_writes_is_refused_naming_both_modes() {
+    fn a_switch_to_double_writes_without_checksums_is_refused_naming_both_modes() {
         for from in [Off, FullPages] {
-            let e = check(from, DoubleWrites).unwrap_err().to_string();
+            let e = check(from, DoubleWrites, ChecksumAlgorithm::Off)
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains(&format!("from {from} to double_writes"))
-                    && e.contains("not implemented"),
+                    && e.contains("needs page checksums"),
                 "{e}"
             );
         }

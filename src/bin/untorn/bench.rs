@@ -57,6 +57,9 @@ pub struct BenchArgs {
     /// checkpoint_completion_target (0 to 1).
     #[arg(long, default_value_t = 0.9)]
     checkpoint_completion_target: f64,
+    /// double_write_buffer_size: each double-write shard's area (double_writes only).
+    #[arg(long, default_value = "16MB", value_parser = parse_size)]
+    double_write_buffer_size: u64,
     /// Background writer settings to compare: on (bgwriter_lru_maxpages
     /// 100, the default), off (0), or a bgwriter_lru_maxpages (1 to 1000).
     #[arg(long, value_delimiter = ',', default_value = "on")]
@@ -165,12 +168,6 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
             .map(|p| p.parse())
             .collect::<untorn::Result<_>>()?
     };
-    if protections.contains(&TornPageProtection::DoubleWrites) {
-        return Err(refuse(
-            "torn_page_protection",
-            "double_writes is not built yet; this build has full_pages and off".into(),
-        ));
-    }
     let checksums: Vec<ChecksumAlgorithm> = a
         .data_checksums
         .iter()
@@ -202,6 +199,7 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         max_wal_size: a.max_wal_size,
         checkpoint_timeout: timeout,
         checkpoint_completion_target: a.checkpoint_completion_target,
+        double_write_buffer_size: a.double_write_buffer_size,
         synchronous_commit,
         device: a.device.clone(),
         ..BenchConfig::default()

@@ -179,6 +179,22 @@ pub fn encode_batch(
     page_size: usize,
     pages: &[BatchPage<'_>],
 ) -> Result<Vec<u8>> {
+    let mut out = encode_batch_header(shard, batch_seq, position, page_size, pages)?;
+    for p in pages {
+        out.extend_from_slice(p.image);
+    }
+    Ok(out)
+}
+
+/// The header block of [`encode_batch`] alone (`page_size` bytes): the
+/// write path hands the images to one vectored write after it, uncopied.
+pub fn encode_batch_header(
+    shard: Shard,
+    batch_seq: u64,
+    position: u32,
+    page_size: usize,
+    pages: &[BatchPage<'_>],
+) -> Result<Vec<u8>> {
     let cap = slots_per_batch(page_size);
     if pages.is_empty() || pages.len() > cap {
         return Err(Error::Invalid(format!(
@@ -191,18 +207,13 @@ pub fn encode_batch(
             "a double-write batch cannot overwrite the file header (block 0)".into(),
         ));
     }
-    let mut out = vec![0u8; (1 + pages.len()) * page_size];
-    let (header, images) = out.split_at_mut(page_size);
+    let mut header = vec![0u8; page_size];
     header[0..8].copy_from_slice(BATCH_MAGIC);
-    put_u32(header, 8, shard.number());
-    put_u32(header, 12, pages.len() as u32);
-    put_u64(header, 16, batch_seq);
-    put_u32(header, 24, position);
-    for (i, (p, dst)) in pages
-        .iter()
-        .zip(images.chunks_exact_mut(page_size))
-        .enumerate()
-    {
+    put_u32(&mut header, 8, shard.number());
+    put_u32(&mut header, 12, pages.len() as u32);
+    put_u64(&mut header, 16, batch_seq);
+    put_u32(&mut header, 24, position);
+    for (i, p) in pages.iter().enumerate() {
         if p.image.len() != page_size {
             return Err(Error::Invalid(format!(
                 "double-write image of file {} block {} has {} bytes, not {page_size}",
@@ -211,16 +222,15 @@ pub fn encode_batch(
                 p.image.len()
             )));
         }
-        dst.copy_from_slice(p.image);
         let s = BATCH_FIXED_LEN + i * SLOT_LEN;
-        put_u32(header, s, p.file_id);
-        put_u32(header, s + 4, p.block);
-        put_u64(header, s + 8, p.lsn.0);
-        put_u32(header, s + 16, crc32c::crc32c(p.image));
+        put_u32(&mut header, s, p.file_id);
+        put_u32(&mut header, s + 4, p.block);
+        put_u64(&mut header, s + 8, p.lsn.0);
+        put_u32(&mut header, s + 16, crc32c::crc32c(p.image));
     }
     let crc = crc32c::crc32c(&header[..page_size - 4]);
-    put_u32(header, page_size - 4, crc);
-    Ok(out)
+    put_u32(&mut header, page_size - 4, crc);
+    Ok(header)
 }
 
 /// A valid page copy found in the area.

@@ -1,0 +1,320 @@
+//! The write path of `double_writes`: every batch of pages the buffer pool
+//! writes goes first to its writer's shard of the area, in one sequential
+//! write, fsynced, and only then in place.
+//!
+//! Order per call of [`PageWriteProtection::before_in_place_writes`] (the
+//! buffer pool has already flushed the WAL past every page's LSN):
+//! 1. Reserve consecutive blocks in the shard's ring ([`Ring`]); blocks
+//!    still holding pages not durable in place are freed first by an fsync
+//!    of their data files (counted as `slot_syncs`).
+//! 2. Write the batches (a header block per `double_write_batch_pages`
+//!    pages, each followed by its images) in one vectored write.
+//! 3. fsync the shard file, shared with the shard's other writers
+//!    ([`GroupSync`]).
+//! 4. The pool writes the pages in place, then calls
+//!    `after_in_place_writes`, which records each data file's durability
+//!    mark: the entry's blocks are reusable once those are durable.
+
+use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard};
+use super::ring::{Mark, Reserve, Ring};
+use super::shard_file::{self, shard_of, GroupSync};
+use crate::buffer::{DataFiles, PageCopy, PageWriteProtection, WriteTicket};
+use crate::error::{Error, Result};
+use crate::file::segmented::{DurabilityMark, SegmentedFile};
+use crate::file::{File, FileSystem, Issuer};
+use crate::options::Options;
+use crate::page::page_lsn;
+use parking_lot::{Condvar, Mutex};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+/// How a double-write area is laid out (run-time settings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AreaSettings {
+    /// Blocks per shard after its file header.
+    pub area_blocks: u32,
+    /// Pages per batch header.
+    pub batch_pages: usize,
+}
+
+/// Counters of one shard.
+#[derive(Default, Debug)]
+pub struct ShardStats {
+    /// Page images written to the area.
+    pub pages: AtomicU64,
+    /// Batches (header blocks) written.
+    pub batches: AtomicU64,
+    /// Write calls (each carries one or more batches).
+    pub writes: AtomicU64,
+    /// fsyncs of the shard file (shared by the writes they covered).
+    pub fsyncs: AtomicU64,
+    /// Data-file fsyncs a writer ran to reuse slots whose pages were not
+    /// yet durable in place.
+    pub slot_syncs: AtomicU64,
+    /// Times a writer waited for an entry in flight to free its blocks.
+    pub slot_waits: AtomicU64,
+}
+
+/// A data file's mark, for the ring.
+#[derive(Clone)]
+struct FileMark {
+    file: Arc<SegmentedFile>,
+    mark: DurabilityMark,
+}
+
+impl Mark for FileMark {
+    fn is_durable(&self) -> bool {
+        self.file.is_durable(self.mark)
+    }
+}
+
+struct ShardWriter {
+    shard: Shard,
+    file: Arc<dyn File>,
+    ring: Mutex<Ring<FileMark>>,
+    ring_changed: Condvar,
+    group: GroupSync,
+    stats: ShardStats,
+}
+
+/// `torn_page_protection = double_writes` as the buffer pool sees it.
+pub struct DoubleWrites {
+    files: Arc<DataFiles>,
+    page_size: usize,
+    settings: AreaSettings,
+    /// Shared by all shards, so batches are ordered across them; starts
+    /// above the highest an opening found.
+    next_batch_seq: AtomicU64,
+    /// Indexed by [`Shard::number`].
+    shards: Vec<ShardWriter>,
+}
+
+/// A ticket: the shard in the top byte, the ring's entry below.
+fn ticket_of(shard: Shard, entry: u64) -> WriteTicket {
+    (shard.number() as u64) << 56 | entry
+}
+
+impl AreaSettings {
+    /// The area for `options` at `page_size`; refuses values out of range,
+    /// naming the setting.
+    pub fn from_options(options: &Options, page_size: usize) -> Result<AreaSettings> {
+        let size = options.double_write_buffer_size;
+        let pages = size / page_size as u64;
+        if !size.is_multiple_of(page_size as u64) || !(2..=65_536).contains(&pages) {
+            return Err(Error::InvalidSetting {
+                name: "double_write_buffer_size",
+                detail: format!(
+                    "{size} bytes is not 2 to 65,536 pages of {page_size} bytes (a multiple of page_size)"
+                ),
+            });
+        }
+        let batch = options.double_write_batch_pages as usize;
+        let cap = slots_per_batch(page_size);
+        if !(1..=cap).contains(&batch) {
+            return Err(Error::InvalidSetting {
+                name: "double_write_batch_pages",
+                detail: format!(
+                    "{batch} is outside 1 to {cap} (the pages one batch header describes at {page_size}-byte pages)"
+                ),
+            });
+        }
+        Ok(AreaSettings {
+            area_blocks: pages as u32,
+            batch_pages: batch,
+        })
+    }
+}
+
+impl DoubleWrites {
+    /// Opens (or creates) the three shard files of the database in `dir`.
+    /// Call only after recovery restored what an existing area held.
+    pub fn open(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        system_id: u64,
+        files: Arc<DataFiles>,
+        settings: AreaSettings,
+        first_batch_seq: u64,
+    ) -> Result<DoubleWrites> {
+        let page_size = files.page_size();
+        assert!(
+            (1..=slots_per_batch(page_size)).contains(&settings.batch_pages),
+            "double_write_batch_pages is validated with the options"
+        );
+        let mut shards = Vec::new();
+        for shard in Shard::ALL {
+            let header = FileHeader {
+                page_size: page_size as u32,
+                area_blocks: settings.area_blocks,
+                shard,
+                system_id,
+            };
+            let file = shard_file::open_or_create(fs, dir, &header, Issuer::Recovery)?;
+            shards.push(ShardWriter {
+                shard,
+                file,
+                ring: Mutex::new(Ring::new(settings.area_blocks)),
+                ring_changed: Condvar::new(),
+                group: GroupSync::default(),
+                stats: ShardStats::default(),
+            });
+        }
+        Ok(DoubleWrites {
+            files,
+            page_size,
+            settings,
+            next_batch_seq: AtomicU64::new(first_batch_seq.max(1)),
+            shards,
+        })
+    }
+
+    /// The counters of `shard`.
+    pub fn stats(&self, shard: Shard) -> &ShardStats {
+        &self.shards[shard.number() as usize].stats
+    }
+
+    /// Blocks `pages` pages take in the area: their images and a header
+    /// block per batch.
+    fn blocks_for(&self, pages: usize) -> u32 {
+        (pages + pages.div_ceil(self.settings.batch_pages)) as u32
+    }
+
+    /// Reserves blocks for `pages` pages in `w`'s ring, freeing slots first
+    /// where needed.
+    fn reserve(&self, w: &ShardWriter, pages: usize, who: Issuer) -> Result<(u64, u32)> {
+        let blocks = self.blocks_for(pages);
+        let mut ring = w.ring.lock();
+        loop {
+            match ring.try_reserve(blocks) {
+                Reserve::Ready { ticket, start } => return Ok((ticket, start)),
+                Reserve::WaitInFlight => {
+                    w.stats.slot_waits.fetch_add(1, Relaxed);
+                    w.ring_changed.wait(&mut ring);
+                }
+                Reserve::SyncFirst(marks) => {
+                    // Not under the ring's lock: entries completing
+                    // meanwhile need it.
+                    drop(ring);
+                    let mut synced: Vec<u32> = Vec::new();
+                    for m in marks {
+                        if !m.is_durable() && !synced.contains(&m.file.file_id()) {
+                            m.file.sync(who)?;
+                            synced.push(m.file.file_id());
+                            w.stats.slot_syncs.fetch_add(1, Relaxed);
+                        }
+                    }
+                    ring = w.ring.lock();
+                }
+            }
+        }
+    }
+
+    /// Writes `pages` as batches at block `start` of `w`'s file, in one
+    /// vectored write, and waits for an fsync covering it.
+    fn write_batches(
+        &self,
+        w: &ShardWriter,
+        start: u32,
+        pages: &[PageCopy],
+        who: Issuer,
+    ) -> Result<()> {
+        let metas: Vec<BatchPage<'_>> = pages
+            .iter()
+            .map(|c| BatchPage {
+                file_id: c.id().file_id,
+                block: c.id().block,
+                lsn: page_lsn(c.bytes()),
+                image: c.bytes(),
+            })
+            .collect();
+        let mut headers = Vec::new();
+        let mut position = start;
+        for batch in metas.chunks(self.settings.batch_pages) {
+            let seq = self.next_batch_seq.fetch_add(1, Relaxed);
+            headers.push(encode_batch_header(
+                w.shard,
+                seq,
+                position,
+                self.page_size,
+                batch,
+            )?);
+            position += 1 + batch.len() as u32;
+        }
+        let mut bufs: Vec<&[u8]> = Vec::with_capacity(headers.len() + pages.len());
+        for (header, batch) in headers.iter().zip(metas.chunks(self.settings.batch_pages)) {
+            bufs.push(header);
+            bufs.extend(batch.iter().map(|p| p.image));
+        }
+        w.file
+            .write_vectored_at(&bufs, start as u64 * self.page_size as u64, who)?;
+        w.stats.writes.fetch_add(1, Relaxed);
+        w.stats.batches.fetch_add(headers.len() as u64, Relaxed);
+        w.stats.pages.fetch_add(pages.len() as u64, Relaxed);
+        if w.group.after_write(w.file.as_ref(), who)? {
+            w.stats.fsyncs.fetch_add(1, Relaxed);
+        }
+        Ok(())
+    }
+
+    fn complete(&self, ticket: WriteTicket, marks: Vec<FileMark>) {
+        let w = &self.shards[(ticket >> 56) as usize];
+        w.ring.lock().complete(ticket & ((1 << 56) - 1), marks);
+        w.ring_changed.notify_all();
+    }
+}
+
+impl PageWriteProtection for DoubleWrites {
+    fn before_in_place_writes(&self, pages: &[PageCopy], who: Issuer) -> Result<WriteTicket> {
+        let w = &self.shards[shard_of(who).number() as usize];
+        let (entry, start) = self.reserve(w, pages.len(), who)?;
+        let ticket = ticket_of(w.shard, entry);
+        if let Err(e) = self.write_batches(w, start, pages, who) {
+            // Nothing goes in place: the entry holds nothing relied on.
+            self.complete(ticket, Vec::new());
+            return Err(e);
+        }
+        Ok(ticket)
+    }
+
+    fn after_in_place_writes(&self, ticket: WriteTicket, pages: &[PageCopy]) {
+        let mut marks: Vec<FileMark> = Vec::new();
+        for c in pages {
+            let id = c.id().file_id;
+            if marks.iter().any(|m| m.file.file_id() == id) {
+                continue;
+            }
+            // DataFiles::get opens nothing (segments open lazily), so it
+            // cannot fail for a file the pool just wrote.
+            if let Ok(file) = self.files.get(id) {
+                let mark = file.durability_mark();
+                marks.push(FileMark { file, mark });
+            }
+        }
+        self.complete(ticket, marks);
+    }
+
+    fn eviction_batch(&self) -> usize {
+        EVICTION_BATCH.min(self.max_batch())
+    }
+
+    fn checkpoint_batch(&self) -> Option<usize> {
+        Some(self.max_batch())
+    }
+
+    fn max_batch(&self) -> usize {
+        // Half the area, so that a second call can be in flight while one
+        // waits for its fsync.
+        let half = self.settings.area_blocks as usize / 2;
+        let per = self.settings.batch_pages;
+        (half * per / (per + 1)).max(1)
+    }
+}
+
+/// Pages a client evicting a dirty victim writes at once (the victim and
+/// the next dirty frames the sweep would take).
+const EVICTION_BATCH: usize = 16;
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;

@@ -1,0 +1,172 @@
+//! The write path on a real directory: what goes into a shard, and when a
+//! slot may be reused.
+
+use super::*;
+use crate::buffer::PageId;
+use crate::file::posix::PosixFileSystem;
+use crate::page::{init_page, set_checksum, set_page_lsn, PageKind};
+use crate::protect::double_writes::area::{scan_shard, Expect};
+use crate::settings::{ChecksumAlgorithm, CreationSettings};
+use crate::Lsn;
+
+const PS: usize = 4096;
+const SYSTEM_ID: u64 = 0xD0D0;
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    files: Arc<DataFiles>,
+    dw: DoubleWrites,
+}
+
+fn setup(area_blocks: u32, batch_pages: usize) -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let settings = CreationSettings {
+        page_size: PS as u32,
+        ..Default::default()
+    };
+    let files = Arc::new(DataFiles::new(fs.clone(), &dir.join("data"), &settings));
+    let area = AreaSettings {
+        area_blocks,
+        batch_pages,
+    };
+    let dw = DoubleWrites::open(fs.as_ref(), &dir, SYSTEM_ID, files.clone(), area, 40).unwrap();
+    Setup {
+        _tmp: tmp,
+        dir,
+        files,
+        dw,
+    }
+}
+
+fn page(file_id: u32, block: u32, lsn: u64) -> PageCopy {
+    let mut bytes = vec![0u8; PS];
+    init_page(&mut bytes, PageKind::Raw, file_id, block, 0);
+    set_page_lsn(&mut bytes, Lsn(lsn));
+    set_checksum(&mut bytes, ChecksumAlgorithm::Crc32c);
+    PageCopy::for_tests(PageId::new(file_id, block), bytes)
+}
+
+/// What the pool does around a call: protect, write in place, complete.
+fn write(s: &Setup, pages: &[PageCopy], who: Issuer) {
+    let ticket = s.dw.before_in_place_writes(pages, who).unwrap();
+    for p in pages {
+        let file = s.files.get(p.id().file_id).unwrap();
+        file.write_pages(p.id().block as u64, &[p.bytes()], who)
+            .unwrap();
+    }
+    s.dw.after_in_place_writes(ticket, pages);
+}
+
+fn scan(s: &Setup, shard: Shard) -> crate::protect::double_writes::area::ShardScan {
+    let path = shard.path(&s.dir);
+    let bytes = std::fs::read(&path).unwrap();
+    let expect = Expect {
+        page_size: PS as u32,
+        system_id: SYSTEM_ID,
+        shard,
+    };
+    scan_shard(&path, &bytes, &expect).unwrap()
+}
+
+#[test]
+fn each_writer_has_its_shard_and_batches_are_numbered_across_them() {
+    let s = setup(64, 2);
+    // Three pages at two per batch: two batches in one write, one fsync.
+    let pages = [page(7, 1, 100), page(7, 2, 101), page(8, 0, 102)];
+    write(&s, &pages, Issuer::Checkpointer);
+    write(&s, &[page(7, 3, 103)], Issuer::BackgroundWriter);
+    write(&s, &[page(7, 4, 104)], Issuer::Client);
+    let ckpt = scan(&s, Shard::Checkpointer);
+    let mut got: Vec<_> = ckpt
+        .copies
+        .iter()
+        .map(|c| (c.file_id, c.block, c.lsn.0))
+        .collect();
+    got.sort();
+    assert_eq!(got, [(7, 1, 100), (7, 2, 101), (8, 0, 102)]);
+    assert_eq!(ckpt.max_batch_seq, 41, "started at 40, two batches");
+    assert_eq!(scan(&s, Shard::BackgroundWriter).max_batch_seq, 42);
+    assert_eq!(scan(&s, Shard::ClientEvictions).copies[0].block, 4);
+    let st = s.dw.stats(Shard::Checkpointer);
+    assert_eq!(st.pages.load(Relaxed), 3);
+    assert_eq!(st.batches.load(Relaxed), 2);
+    assert_eq!(st.writes.load(Relaxed), 1);
+    assert_eq!(st.fsyncs.load(Relaxed), 1);
+}
+
+#[test]
+fn a_slot_is_reused_only_after_its_data_file_was_fsynced() {
+    // Four blocks: two one-page batches fill the area.
+    let s = setup(4, 8);
+    write(&s, &[page(7, 1, 100)], Issuer::Client);
+    write(&s, &[page(7, 2, 101)], Issuer::Client);
+    let data = s.files.get(7).unwrap();
+    let stats = s.dw.stats(Shard::ClientEvictions);
+    assert_eq!(stats.slot_syncs.load(Relaxed), 0);
+    // The third batch takes the first one's blocks: block 1's in-place
+    // write was never fsynced, so the writer fsyncs the data file first.
+    let mark = data.durability_mark();
+    assert!(!data.is_durable(mark));
+    write(&s, &[page(7, 3, 102)], Issuer::Client);
+    assert_eq!(stats.slot_syncs.load(Relaxed), 1);
+    assert!(data.is_durable(mark));
+    // A data fsync that covers the next entry (a checkpoint's) spares the
+    // writer its own.
+    s.files.sync_all(Issuer::Checkpointer).unwrap();
+    write(&s, &[page(7, 4, 103)], Issuer::Client);
+    assert_eq!(stats.slot_syncs.load(Relaxed), 1);
+    let copies = scan(&s, Shard::ClientEvictions).copies;
+    let mut blocks: Vec<u32> = copies.iter().map(|c| c.block).collect();
+    blocks.sort();
+    assert_eq!(blocks, [3, 4], "the first two batches were overwritten");
+}
+
+#[test]
+fn another_size_creates_the_shard_again_and_another_database_is_refused() {
+    let s = setup(8, 4);
+    write(&s, &[page(7, 1, 100)], Issuer::Checkpointer);
+    let fs = PosixFileSystem::default();
+    let bigger = AreaSettings {
+        area_blocks: 16,
+        batch_pages: 4,
+    };
+    DoubleWrites::open(&fs, &s.dir, SYSTEM_ID, s.files.clone(), bigger, 1).unwrap();
+    let len = std::fs::metadata(Shard::Checkpointer.path(&s.dir))
+        .unwrap()
+        .len();
+    assert_eq!(len, 17 * PS as u64);
+    assert!(scan(&s, Shard::Checkpointer).copies.is_empty());
+    let e = DoubleWrites::open(&fs, &s.dir, SYSTEM_ID + 1, s.files.clone(), bigger, 1)
+        .err()
+        .expect("a shard of another database");
+    assert!(e.to_string().contains("shard-0"), "{e}");
+}
+
+#[test]
+fn sizes_out_of_range_are_refused_by_name() {
+    let mut o = Options {
+        double_write_buffer_size: 4096,
+        ..Options::default()
+    };
+    let e = AreaSettings::from_options(&o, PS).unwrap_err().to_string();
+    assert!(e.contains("double_write_buffer_size"), "{e}");
+    o.double_write_buffer_size = 16 << 20;
+    o.double_write_batch_pages = 170;
+    let e = AreaSettings::from_options(&o, PS).unwrap_err().to_string();
+    assert!(
+        e.contains("double_write_batch_pages") && e.contains("169"),
+        "{e}"
+    );
+    o.double_write_batch_pages = 169;
+    assert_eq!(
+        AreaSettings::from_options(&o, PS).unwrap(),
+        AreaSettings {
+            area_blocks: 4096,
+            batch_pages: 169
+        }
+    );
+}
