@@ -67,6 +67,18 @@ pub struct Options {
     /// `double_write_batch_pages` (default 128; 1 to the pages one batch
     /// header describes: 169 at 4 kB, 339 at 8 kB): pages per batch header.
     pub double_write_batch_pages: u32,
+    /// `double_write_eviction_pages` (default 32, 1 to 1000; InnoDB's
+    /// innodb_lru_flush_size): under double writes, a client that must
+    /// write a dirty victim writes it with the next dirty frames the clock
+    /// sweep would take, this many pages in all, so the area's fsync is
+    /// shared instead of paid per page.
+    pub double_write_eviction_pages: u32,
+    /// `double_write_sync_ahead` (default on): a background thread fsyncs
+    /// the data files of the double-write slots to be reused next, so a
+    /// writer seldom fsyncs a data file itself before reusing a slot. Off:
+    /// the writers do (the crash laboratory turns it off, so an iteration
+    /// replays exactly).
+    pub double_write_sync_ahead: bool,
     /// The clock the engine paces work by (real time; tests use a manual one).
     pub clock: Clock,
 }
@@ -91,6 +103,8 @@ impl Default for Options {
             bgwriter_lru_multiplier: 2.0,
             double_write_buffer_size: 16 * 1024 * 1024,
             double_write_batch_pages: 128,
+            double_write_eviction_pages: 32,
+            double_write_sync_ahead: true,
             clock: Clock::real(),
         }
     }

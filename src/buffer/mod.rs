@@ -83,6 +83,13 @@ pub trait PageWriteProtection: Send + Sync {
     fn max_batch(&self) -> usize {
         usize::MAX
     }
+
+    /// Background work a thread may do ahead of the writers (double writes:
+    /// fsync the data files of slots to be reused next, so a writer seldom
+    /// waits for one). Returns the fsyncs done.
+    fn sync_ahead(&self, _who: Issuer) -> Result<usize> {
+        Ok(0)
+    }
 }
 
 /// Checks a page's own structure after the header checks (for B+tree nodes).

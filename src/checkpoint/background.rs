@@ -2,8 +2,10 @@
 //! when `checkpoint_timeout` passed or the WAL since the last redo point
 //! reached `max_wal_size / (1 + checkpoint_completion_target)`; the
 //! background writer ([`super::bgwriter`]) unless `bgwriter_lru_maxpages`
-//! is 0; and, with `synchronous_commit = off`, the WAL writer, which
-//! flushes every 10 ms. They are separate so a spread checkpoint never
+//! is 0; with `double_writes` (and `double_write_sync_ahead`), the
+//! double-write syncer, which fsyncs data files ahead of slot reuse; and,
+//! with `synchronous_commit = off`, the WAL writer, which flushes every
+//! 10 ms. They are separate so a spread checkpoint never
 //! delays WAL flushes or the cleaning of frames.
 
 use super::{procedure, Reason};
@@ -29,6 +31,11 @@ pub(crate) fn spawn(engine: Arc<Engine>) -> Vec<JoinHandle<()>> {
             engine.clone(),
             super::bgwriter::run,
         ));
+    }
+    if engine.protection() == crate::settings::TornPageProtection::DoubleWrites
+        && engine.options.double_write_sync_ahead
+    {
+        threads.push(spawn_named("untorn-dwsync", engine.clone(), dw_syncer));
     }
     if !engine.options.synchronous_commit {
         threads.push(spawn_named("untorn-walwriter", engine, wal_writer));
@@ -71,6 +78,25 @@ fn checkpointer(engine: &Engine) {
             }
             // Not fatal (a full disk, say): try again an interval later.
             procedure::postpone(engine, redo);
+        }
+    }
+}
+
+/// Double writes: fsyncs, every poll, the data files of the slots each
+/// shard will reuse within its next half area, so that the writers find
+/// them durable and do not wait for a data-file fsync themselves.
+fn dw_syncer(engine: &Engine) {
+    while !engine.stop.load(SeqCst) {
+        std::thread::sleep(POLL);
+        if engine.check_usable().is_err() {
+            continue;
+        }
+        let protection = engine.pool.page_write_protection();
+        if let Err(e) = protection.sync_ahead(Issuer::BackgroundWriter) {
+            if e.is_fatal() {
+                engine.poison(&e);
+                return;
+            }
         }
     }
 }

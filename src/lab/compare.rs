@@ -40,6 +40,8 @@ pub struct BenchConfig {
     pub bgwriter_lru_maxpages: u32,
     /// `double_write_buffer_size` (used under double_writes only).
     pub double_write_buffer_size: u64,
+    /// `double_write_eviction_pages` (used under double_writes only).
+    pub double_write_eviction_pages: u32,
     /// A name that tells apart copies of one configuration (`untorn bench
     /// --aa`: `a` and `b`); shown as the `copy` setting. Changes nothing in
     /// the engine.
@@ -63,6 +65,7 @@ impl Default for BenchConfig {
             checkpoint_completion_target: 0.9,
             bgwriter_lru_maxpages: Options::default().bgwriter_lru_maxpages,
             double_write_buffer_size: Options::default().double_write_buffer_size,
+            double_write_eviction_pages: Options::default().double_write_eviction_pages,
             copy: None,
         }
     }
@@ -92,6 +95,7 @@ impl BenchConfig {
             checkpoint_completion_target: self.checkpoint_completion_target,
             bgwriter_lru_maxpages: self.bgwriter_lru_maxpages,
             double_write_buffer_size: self.double_write_buffer_size,
+            double_write_eviction_pages: self.double_write_eviction_pages,
             ..Options::default()
         }
     }
@@ -140,12 +144,14 @@ impl BenchConfig {
             "bgwriter_lru_maxpages".into(),
             o.bgwriter_lru_maxpages.to_string(),
         );
-        if self.protection == TornPageProtection::DoubleWrites {
-            m.insert(
-                "double_write_buffer_size".into(),
-                o.double_write_buffer_size.to_string(),
-            );
-        }
+        m.insert(
+            "double_write_buffer_size".into(),
+            o.double_write_buffer_size.to_string(),
+        );
+        m.insert(
+            "double_write_eviction_pages".into(),
+            o.double_write_eviction_pages.to_string(),
+        );
         if let Some(copy) = &self.copy {
             m.insert("copy".into(), copy.clone());
         }

@@ -60,6 +60,9 @@ pub struct BenchArgs {
     /// double_write_buffer_size: each double-write shard's area (double_writes only).
     #[arg(long, default_value = "16MB", value_parser = parse_size)]
     double_write_buffer_size: u64,
+    /// double_write_eviction_pages: pages a client writing a dirty victim writes at once (double_writes only).
+    #[arg(long, default_value_t = 32)]
+    double_write_eviction_pages: u32,
     /// Background writer settings to compare: on (bgwriter_lru_maxpages
     /// 100, the default), off (0), or a bgwriter_lru_maxpages (1 to 1000).
     #[arg(long, value_delimiter = ',', default_value = "on")]
@@ -200,6 +203,7 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         checkpoint_timeout: timeout,
         checkpoint_completion_target: a.checkpoint_completion_target,
         double_write_buffer_size: a.double_write_buffer_size,
+        double_write_eviction_pages: a.double_write_eviction_pages,
         synchronous_commit,
         device: a.device.clone(),
         ..BenchConfig::default()

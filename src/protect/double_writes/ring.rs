@@ -125,6 +125,28 @@ impl<M: Mark> Ring<M> {
         e.marks = Some(marks);
     }
 
+    /// Marks not yet durable of the completed entries that the next
+    /// `window` blocks' reservations will overwrite (from the next block
+    /// on, wrapping at the area's end): what a background fsync should
+    /// make durable before a writer needs those blocks.
+    pub fn pending_ahead(&self, window: u32) -> Vec<M> {
+        let window = window.min(self.area_blocks);
+        let end = self.next + window;
+        let wrapped = end.saturating_sub(self.area_blocks + 1);
+        let ahead = |e: &Entry<M>| {
+            e.overlaps(self.next, end.min(self.area_blocks + 1))
+                || (wrapped > 0 && e.overlaps(1, 1 + wrapped))
+        };
+        self.entries
+            .iter()
+            .filter(|e| ahead(e))
+            .filter_map(|e| e.marks.as_ref())
+            .flatten()
+            .filter(|m| !m.is_durable())
+            .cloned()
+            .collect()
+    }
+
     /// Entries still in flight.
     pub fn in_flight(&self) -> usize {
         self.entries.iter().filter(|e| e.marks.is_none()).count()
@@ -215,6 +237,25 @@ mod tests {
         ring.complete(a, vec![mark(true)]);
         // Wraps to 1: only the first entry is in the way.
         assert_eq!(ready(ring.try_reserve(5)).1, 1);
+    }
+
+    #[test]
+    fn pending_ahead_names_what_the_next_reservations_will_overwrite() {
+        let mut ring = Ring::<TestMark>::new(10);
+        let (a, _) = ready(ring.try_reserve(3)); // 1..=3
+        let (b, _) = ready(ring.try_reserve(3)); // 4..=6
+        let (c, _) = ready(ring.try_reserve(3)); // 7..=9, next = 10
+        let (ma, mb, mc) = (mark(false), mark(false), mark(false));
+        ring.complete(a, vec![ma.clone()]);
+        ring.complete(b, vec![mb.clone()]);
+        ring.complete(c, vec![mc.clone()]);
+        // From block 10: block 10 is empty, then 1..=3 (a) after the wrap.
+        assert_eq!(ring.pending_ahead(1), Vec::<TestMark>::new());
+        assert_eq!(ring.pending_ahead(3), vec![ma.clone()]);
+        assert_eq!(ring.pending_ahead(5), vec![ma.clone(), mb.clone()]);
+        ma.0.set(true);
+        assert_eq!(ring.pending_ahead(5), vec![mb]);
+        assert_eq!(ring.pending_ahead(100).len(), 2, "at most the whole area");
     }
 
     #[test]

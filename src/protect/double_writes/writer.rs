@@ -36,6 +36,8 @@ pub struct AreaSettings {
     pub area_blocks: u32,
     /// Pages per batch header.
     pub batch_pages: usize,
+    /// Pages a client that must write a dirty victim writes at once.
+    pub eviction_pages: usize,
 }
 
 /// Counters of one shard.
@@ -54,6 +56,9 @@ pub struct ShardStats {
     pub slot_syncs: AtomicU64,
     /// Times a writer waited for an entry in flight to free its blocks.
     pub slot_waits: AtomicU64,
+    /// Data-file fsyncs the background syncer ran ahead of the writers
+    /// (`double_write_sync_ahead`).
+    pub syncs_ahead: AtomicU64,
 }
 
 /// A data file's mark, for the ring.
@@ -119,9 +124,17 @@ impl AreaSettings {
                 ),
             });
         }
+        let eviction = options.double_write_eviction_pages as usize;
+        if !(1..=1000).contains(&eviction) {
+            return Err(Error::InvalidSetting {
+                name: "double_write_eviction_pages",
+                detail: format!("{eviction} is outside 1 to 1000"),
+            });
+        }
         Ok(AreaSettings {
             area_blocks: pages as u32,
             batch_pages: batch,
+            eviction_pages: eviction,
         })
     }
 }
@@ -196,14 +209,7 @@ impl DoubleWrites {
                     // Not under the ring's lock: entries completing
                     // meanwhile need it.
                     drop(ring);
-                    let mut synced: Vec<u32> = Vec::new();
-                    for m in marks {
-                        if !m.is_durable() && !synced.contains(&m.file.file_id()) {
-                            m.file.sync(who)?;
-                            synced.push(m.file.file_id());
-                            w.stats.slot_syncs.fetch_add(1, Relaxed);
-                        }
-                    }
+                    sync_files(&marks, who, &w.stats.slot_syncs)?;
                     ring = w.ring.lock();
                 }
             }
@@ -295,11 +301,21 @@ impl PageWriteProtection for DoubleWrites {
     }
 
     fn eviction_batch(&self) -> usize {
-        EVICTION_BATCH.min(self.max_batch())
+        self.settings.eviction_pages.min(self.max_batch())
     }
 
     fn checkpoint_batch(&self) -> Option<usize> {
         Some(self.max_batch())
+    }
+
+    fn sync_ahead(&self, who: Issuer) -> Result<usize> {
+        let mut done = 0;
+        for w in &self.shards {
+            let window = self.settings.area_blocks / 2;
+            let marks = w.ring.lock().pending_ahead(window);
+            done += sync_files(&marks, who, &w.stats.syncs_ahead)?;
+        }
+        Ok(done)
     }
 
     fn max_batch(&self) -> usize {
@@ -311,9 +327,19 @@ impl PageWriteProtection for DoubleWrites {
     }
 }
 
-/// Pages a client evicting a dirty victim writes at once (the victim and
-/// the next dirty frames the sweep would take).
-const EVICTION_BATCH: usize = 16;
+/// fsyncs each data file of `marks` not yet durable, once, counting each
+/// into `count`.
+fn sync_files(marks: &[FileMark], who: Issuer, count: &AtomicU64) -> Result<usize> {
+    let mut synced: Vec<u32> = Vec::new();
+    for m in marks {
+        if !m.is_durable() && !synced.contains(&m.file.file_id()) {
+            m.file.sync(who)?;
+            synced.push(m.file.file_id());
+            count.fetch_add(1, Relaxed);
+        }
+    }
+    Ok(synced.len())
+}
 
 #[cfg(test)]
 #[path = "writer_tests.rs"]

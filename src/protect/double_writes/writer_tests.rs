@@ -32,6 +32,7 @@ fn setup(area_blocks: u32, batch_pages: usize) -> Setup {
     let area = AreaSettings {
         area_blocks,
         batch_pages,
+        eviction_pages: 32,
     };
     let dw = DoubleWrites::open(fs.as_ref(), &dir, SYSTEM_ID, files.clone(), area, 40).unwrap();
     Setup {
@@ -133,6 +134,7 @@ fn another_size_creates_the_shard_again_and_another_database_is_refused() {
     let bigger = AreaSettings {
         area_blocks: 16,
         batch_pages: 4,
+        eviction_pages: 32,
     };
     DoubleWrites::open(&fs, &s.dir, SYSTEM_ID, s.files.clone(), bigger, 1).unwrap();
     let len = std::fs::metadata(Shard::Checkpointer.path(&s.dir))
@@ -166,7 +168,27 @@ fn sizes_out_of_range_are_refused_by_name() {
         AreaSettings::from_options(&o, PS).unwrap(),
         AreaSettings {
             area_blocks: 4096,
-            batch_pages: 169
+            batch_pages: 169,
+            eviction_pages: 32,
         }
     );
+    o.double_write_eviction_pages = 0;
+    let e = AreaSettings::from_options(&o, PS).unwrap_err().to_string();
+    assert!(e.contains("double_write_eviction_pages"), "{e}");
+}
+
+#[test]
+fn sync_ahead_makes_the_next_slots_durable_so_the_writer_does_not_wait() {
+    // Four blocks, two one-page batches: the next reservation reuses the
+    // first batch's blocks.
+    let s = setup(4, 8);
+    write(&s, &[page(7, 1, 100)], Issuer::Client);
+    write(&s, &[page(7, 2, 101)], Issuer::Client);
+    let stats = s.dw.stats(Shard::ClientEvictions);
+    assert_eq!(s.dw.sync_ahead(Issuer::BackgroundWriter).unwrap(), 1);
+    assert_eq!(stats.syncs_ahead.load(Relaxed), 1);
+    // Nothing left to do ahead; the writer reuses without an fsync.
+    assert_eq!(s.dw.sync_ahead(Issuer::BackgroundWriter).unwrap(), 0);
+    write(&s, &[page(7, 3, 102)], Issuer::Client);
+    assert_eq!(stats.slot_syncs.load(Relaxed), 0);
 }
