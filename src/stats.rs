@@ -271,7 +271,6 @@ impl DoubleWriteFigures {
             slot_syncs: l(&s.slot_syncs),
             slot_waits: l(&s.slot_waits),
         }
-        .derive()
     }
 
     fn derive(mut self) -> DoubleWriteFigures {
@@ -288,6 +287,7 @@ impl DoubleWriteView {
             background_writer: row(Shard::BackgroundWriter),
             client: row(Shard::ClientEvictions),
         }
+        .with_ratios()
     }
 
     /// The rows by writer name, in shard order.
@@ -307,7 +307,9 @@ impl DoubleWriteView {
             .derive()
     }
 
-    fn derive(self) -> DoubleWriteView {
+    /// With each row's ratios recomputed from its counts (after `plus`,
+    /// which sums them).
+    pub fn with_ratios(self) -> DoubleWriteView {
         DoubleWriteView {
             checkpointer: self.checkpointer.derive(),
             background_writer: self.background_writer.derive(),
@@ -493,7 +495,7 @@ impl Statistics {
     fn derive(mut self) -> Statistics {
         let w = &mut self.wal;
         w.commits_per_fsync = ratio(w.flush_requests, w.fsyncs);
-        self.double_write = self.double_write.derive();
+        self.double_write = self.double_write.with_ratios();
         self
     }
 }
