@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::file::FileSystem;
 use crate::file::IoStats;
 use crate::options::Options;
+use crate::protect::double_writes::DoubleWriteStats;
 use crate::settings::{CreationSettings, TornPageProtection};
 use crate::txn::lock::LockManager;
 use crate::wal::Wal;
@@ -35,6 +36,9 @@ pub(crate) struct Engine {
     pub(crate) control: Mutex<ControlFile>,
     pub(crate) wal: Arc<Wal>,
     pub(crate) pool: BufferPool,
+    /// The double-write counters of this opening, whichever write path
+    /// (the opening's or a switch's) counted into them.
+    pub(crate) double_write_stats: Arc<DoubleWriteStats>,
     pub(crate) locks: LockManager,
     pub(crate) checkpoint: CheckpointState,
     pub(crate) bgwriter: crate::checkpoint::bgwriter::BgWriter,
@@ -64,6 +68,7 @@ impl Engine {
         options: Options,
         wal: Arc<Wal>,
         pool: BufferPool,
+        double_write_stats: Arc<DoubleWriteStats>,
         next_xid: u64,
         next_file_id: u32,
     ) -> Engine {
@@ -79,6 +84,7 @@ impl Engine {
             control: Mutex::new(control),
             wal,
             pool,
+            double_write_stats,
             checkpoint,
             bgwriter: Default::default(),
             next_xid: AtomicU64::new(next_xid),

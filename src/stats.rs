@@ -11,6 +11,9 @@
 //!   `checkpoint_log` holds the lines of the latest opening only.
 //! - `buffer`: the buffer pool's hits, reads, evictions, checksum failures.
 //! - `recovery`: what the redo passes at opening did (the `RecoveryReport`s).
+//! - `double_write`: a row per writer (checkpointer, background writer,
+//!   client) of what went through its shard of the double-write area,
+//!   from `crate::protect::double_writes::DoubleWriteStats`.
 //!
 //! Persistence, as PostgreSQL keeps pg_stat/ at shutdown: `Database::close`
 //! saves the totals (this opening's plus those loaded at open) through
@@ -25,6 +28,8 @@ use crate::checkpoint::{CheckpointLog, CheckpointStats};
 use crate::control::{ControlFile, DbState};
 use crate::error::{Error, Result};
 use crate::file::{FileKind, FileSystem, IoOp, IoStats, Issuer, OpenOptions};
+use crate::protect::double_writes::area::Shard;
+use crate::protect::double_writes::{DoubleWriteStats, ShardStats};
 use crate::recovery::RecoveryReport;
 use crate::wal::WalStats;
 use crate::Lsn;
@@ -38,26 +43,28 @@ const STATS_TMP_NAME: &str = "untorn.stats.tmp";
 /// The version of the statistics file's layout.
 pub const STATS_FORMAT_VERSION: u32 = 1;
 
-/// A number a view adds up across openings and subtracts for a delta.
+/// A number a view adds up across openings and subtracts for a delta
+/// (named apart from the views' own `plus` and `minus`, which take
+/// references).
 trait Figure: Copy {
-    fn plus(self, o: Self) -> Self;
-    fn minus(self, o: Self) -> Self;
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
 }
 
 impl Figure for u64 {
-    fn plus(self, o: u64) -> u64 {
+    fn add(self, o: u64) -> u64 {
         self.saturating_add(o)
     }
-    fn minus(self, o: u64) -> u64 {
+    fn sub(self, o: u64) -> u64 {
         self.saturating_sub(o)
     }
 }
 
 impl Figure for f64 {
-    fn plus(self, o: f64) -> f64 {
+    fn add(self, o: f64) -> f64 {
         self + o
     }
-    fn minus(self, o: f64) -> f64 {
+    fn sub(self, o: f64) -> f64 {
         (self - o).max(0.0)
     }
 }
@@ -72,8 +79,8 @@ enum Op {
 impl Op {
     fn apply<T: Figure>(self, a: T, b: T) -> T {
         match self {
-            Op::Plus => a.plus(b),
-            Op::Minus => a.minus(b),
+            Op::Plus => a.add(b),
+            Op::Minus => a.sub(b),
         }
     }
 }
@@ -101,6 +108,16 @@ macro_rules! view {
             }
             fn apply(&self, o: &Self, op: Op) -> Self {
                 $name { $($field: op.apply(self.$field, o.$field),)* }
+            }
+        }
+
+        // So that a view can be a field of another (a row per writer).
+        impl Figure for $name {
+            fn add(self, o: Self) -> Self {
+                self.apply(&o, Op::Plus)
+            }
+            fn sub(self, o: Self) -> Self {
+                self.apply(&o, Op::Minus)
             }
         }
     };
@@ -209,6 +226,107 @@ view! {
     }
 }
 
+view! {
+    /// One writer's row of the double-write view: what went through its
+    /// shard of the area (`torn_page_protection = double_writes`).
+    DoubleWriteFigures {
+        /// Page images written to the area (header blocks not counted).
+        pages: u64,
+        /// Batches, each with its header block.
+        batches: u64,
+        /// Write calls, each carrying one or more batches.
+        writes: u64,
+        /// fsyncs of the shard file, each shared by the writes it covered.
+        fsyncs: u64,
+        /// `pages / fsyncs`. Recomputed, never summed.
+        pages_per_fsync: f64,
+        /// Data-file fsyncs a writer ran itself to reuse slots whose pages
+        /// were not yet durable in place.
+        slot_syncs: u64,
+        /// Times a writer waited for a batch in flight to free its slots.
+        slot_waits: u64,
+    }
+}
+
+view! {
+    /// Double writes by writer, a row per shard of the area: the
+    /// checkpointer, the background writer, and clients writing dirty
+    /// victims (recovery's and tools' evictions count there too).
+    DoubleWriteView {
+        checkpointer: DoubleWriteFigures,
+        background_writer: DoubleWriteFigures,
+        client: DoubleWriteFigures,
+    }
+}
+
+impl DoubleWriteFigures {
+    fn from_shard(s: &ShardStats) -> DoubleWriteFigures {
+        let l = |a: &AtomicU64| a.load(Relaxed);
+        DoubleWriteFigures {
+            pages: l(&s.pages),
+            batches: l(&s.batches),
+            writes: l(&s.writes),
+            fsyncs: l(&s.fsyncs),
+            pages_per_fsync: 0.0,
+            slot_syncs: l(&s.slot_syncs),
+            slot_waits: l(&s.slot_waits),
+        }
+    }
+
+    fn derive(mut self) -> DoubleWriteFigures {
+        self.pages_per_fsync = ratio(self.pages, self.fsyncs);
+        self
+    }
+}
+
+impl DoubleWriteView {
+    fn collect(s: &DoubleWriteStats) -> DoubleWriteView {
+        let row = |shard| DoubleWriteFigures::from_shard(s.shard(shard));
+        DoubleWriteView {
+            checkpointer: row(Shard::Checkpointer),
+            background_writer: row(Shard::BackgroundWriter),
+            client: row(Shard::ClientEvictions),
+        }
+        .with_ratios()
+    }
+
+    /// The rows by writer name, in shard order.
+    pub fn rows(&self) -> [(&'static str, &DoubleWriteFigures); 3] {
+        [
+            ("checkpointer", &self.checkpointer),
+            ("background_writer", &self.background_writer),
+            ("client", &self.client),
+        ]
+    }
+
+    /// Every writer's figures together.
+    pub fn total(&self) -> DoubleWriteFigures {
+        self.checkpointer
+            .plus(&self.background_writer)
+            .plus(&self.client)
+            .derive()
+    }
+
+    /// With each row's ratios recomputed from its counts (after `plus`,
+    /// which sums them).
+    pub fn with_ratios(self) -> DoubleWriteView {
+        DoubleWriteView {
+            checkpointer: self.checkpointer.derive(),
+            background_writer: self.background_writer.derive(),
+            client: self.client.derive(),
+        }
+    }
+}
+
+/// `num / den`, 0 when `den` is.
+fn ratio(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
+}
+
 /// One row of the io view.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IoRow {
@@ -231,6 +349,8 @@ pub struct Statistics {
     pub checkpointer: CheckpointerView,
     pub buffer: BufferView,
     pub recovery: RecoveryView,
+    /// Double writes by writer (zero under other modes).
+    pub double_write: DoubleWriteView,
     /// The checkpoints of the latest opening, oldest first (each
     /// `started_s` counts from that opening).
     pub checkpoint_log: Vec<CheckpointLog>,
@@ -243,6 +363,7 @@ pub(crate) struct Sources<'a> {
     pub buffer: &'a BufferStats,
     pub checkpoints: CheckpointStats,
     pub recovery: &'a RecoveryReport,
+    pub double_writes: &'a DoubleWriteStats,
 }
 
 impl Statistics {
@@ -315,6 +436,7 @@ impl Statistics {
             checkpointer,
             buffer,
             recovery,
+            double_write: DoubleWriteView::collect(s.double_writes),
             checkpoint_log: c.log.clone(),
         }
         .derive()
@@ -363,6 +485,7 @@ impl Statistics {
             checkpointer: self.checkpointer.apply(&o.checkpointer, op),
             buffer: self.buffer.apply(&o.buffer, op),
             recovery: self.recovery.apply(&o.recovery, op),
+            double_write: self.double_write.apply(&o.double_write, op),
             checkpoint_log,
         }
         .derive()
@@ -371,11 +494,8 @@ impl Statistics {
     /// Recomputes the ratios from the counts.
     fn derive(mut self) -> Statistics {
         let w = &mut self.wal;
-        w.commits_per_fsync = if w.fsyncs == 0 {
-            0.0
-        } else {
-            w.flush_requests as f64 / w.fsyncs as f64
-        };
+        w.commits_per_fsync = ratio(w.flush_requests, w.fsyncs);
+        self.double_write = self.double_write.with_ratios();
         self
     }
 }

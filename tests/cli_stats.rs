@@ -103,3 +103,54 @@ fn stats_refuses_a_database_with_no_saved_statistics() {
     let nothing = tmp.path().join("nothing");
     untorn_on("stats", &nothing, &["--json"]).expect_refused(&["does not exist"]);
 }
+
+#[test]
+fn stats_shows_double_writes_by_writer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let mut o = options();
+    o.creation.torn_page_protection = Some(untorn::TornPageProtection::DoubleWrites);
+    // Only checkpoints write pages, so the checkpointer has some to write.
+    o.bgwriter_lru_maxpages = 0;
+    let db = Database::create(&dir, o).unwrap();
+    let t = db.create_table("t").unwrap();
+    insert_rows(&db, &t, 0..2000);
+    db.close().unwrap();
+
+    let run = untorn_on("stats", &dir, &["--json"]);
+    run.expect_code(0);
+    let j = run.json();
+    let ctx = run.context();
+    let s = &j["statistics"];
+    let ckpt = &s["double_write"]["checkpointer"];
+    // Every page a checkpoint wrote went through the area first.
+    let pages = ckpt["pages"]
+        .as_u64()
+        .expect("double_write.checkpointer.pages");
+    assert!(pages >= 2, "{ctx}");
+    assert_eq!(
+        Some(pages),
+        s["checkpointer"]["pages_written"].as_u64(),
+        "{ctx}"
+    );
+    let fsyncs = ckpt["fsyncs"].as_u64().expect("fsyncs");
+    assert!(fsyncs >= 1, "{ctx}");
+    assert_eq!(
+        ckpt["pages_per_fsync"].as_f64(),
+        Some(pages as f64 / fsyncs as f64),
+        "{ctx}"
+    );
+
+    let text = untorn_on("stats", &dir, &[]);
+    text.expect_code(0)
+        .expect_stdout("Double writes (by writer)")
+        .expect_stdout("pages per fsync")
+        .expect_stdout("background_writer");
+    let line = text
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Double writes"))
+        .find(|l| l.contains(" checkpointer "))
+        .unwrap_or_else(|| panic!("no checkpointer row\n{}", text.context()));
+    assert!(line.contains(&format!(" {pages} ")), "{}", text.context());
+}

@@ -195,3 +195,46 @@ fn bad_names_and_specs_are_refused_clearly() {
     assert!(run_once(&db, w.as_ref(), &zero, 0, 1).is_err());
     db.close().unwrap();
 }
+
+#[test]
+fn a_run_under_double_writes_counts_page_images_by_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = by_name("oltp_update_non_index", &scale()).unwrap();
+    let mut o = options();
+    o.creation.torn_page_protection = Some(untorn::TornPageProtection::DoubleWrites);
+    // Only the checkpoint below writes pages (the pool holds the data).
+    o.bgwriter_lru_maxpages = 0;
+    let db = fresh_database(&dir.path().join("db"), o, w.as_ref()).unwrap();
+    let r = std::thread::scope(|s| {
+        let runner = s.spawn(|| run_once(&db, w.as_ref(), &spec(400), 0, 9));
+        std::thread::sleep(Duration::from_millis(200));
+        db.checkpoint().unwrap();
+        runner.join().unwrap().unwrap()
+    });
+    let dw = r.statistics.double_write;
+    let ckpt = dw.checkpointer;
+    assert!(ckpt.pages > 0 && ckpt.fsyncs > 0, "{dw:?}");
+    // Page images only: the file layer's bytes also hold a header block
+    // per batch.
+    let page = u64::from(db.settings().page_size);
+    let io = r.statistics.io_of_kind(untorn::file::FileKind::DoubleWrite);
+    let total = dw.total();
+    assert_eq!(r.dw_page_writes, total.pages);
+    assert_eq!(io.write_bytes, (r.dw_page_writes + total.batches) * page);
+    assert_eq!(r.dw_fsyncs, io.fsyncs);
+    // The checkpointer wrote every data page of the run, each copied first.
+    assert_eq!(ckpt.pages, r.checkpointer_page_writes, "{r:?}");
+
+    let mut c = untorn::lab::result::ConfigResult {
+        runs: vec![r.clone(), r],
+        ..Default::default()
+    };
+    c.summarize();
+    assert_eq!(c.dw_page_writes, 2 * total.pages);
+    assert_eq!(
+        c.dw_checkpoint_pages_per_fsync,
+        ckpt.pages as f64 / ckpt.fsyncs as f64
+    );
+    assert_eq!(c.dw_client_pages_per_fsync, 0.0, "no client wrote a page");
+    db.close().unwrap();
+}

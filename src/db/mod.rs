@@ -262,6 +262,7 @@ impl Database {
             buffer: &e.pool.stats,
             checkpoints: self.checkpoint_stats(),
             recovery: &self.recovery,
+            double_writes: &e.double_write_stats,
         })
         .plus(&self.earlier_stats)
     }

@@ -40,6 +40,7 @@ use crate::error::Result;
 use crate::file::IoStats;
 use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};
 use crate::options::Options;
+use crate::protect::double_writes::DoubleWriteStats;
 use crate::recovery;
 use crate::table::CATALOG_FILE_ID;
 use crate::wal::Wal;
@@ -101,6 +102,8 @@ pub(super) fn open(
     )?;
     let first_batch_seq = from_area.max_batch_seq + 1;
     let nframes = (options.buffer_pool_size / settings.page_size as u64) as usize;
+    // The engine's, created before the write path that counts into them.
+    let double_write_stats = Arc::new(DoubleWriteStats::default());
     let write_path = crate::protect::WritePathContext {
         fs: fs.as_ref(),
         dir,
@@ -108,6 +111,7 @@ pub(super) fn open(
         files: &files,
         options: &options,
         first_batch_seq,
+        double_write_stats: &double_write_stats,
     };
     let pool = BufferPool::new(
         nframes,
@@ -154,6 +158,7 @@ pub(super) fn open(
         options,
         wal,
         pool,
+        double_write_stats,
         next_xid,
         next_file_id,
     ));

@@ -246,7 +246,7 @@ type Column = (&'static str, fn(&ConfigResult) -> String);
 
 /// The full comparison's columns: see [`comparison_table`]. The
 /// per-transaction figures are in [`per_txn_grid`].
-const COMPARISON_COLUMNS: [Column; 15] = [
+const COMPARISON_COLUMNS: [Column; 18] = [
     ("lat avg ms", |r| fmt_num(r.latency_ms.avg)),
     ("p90 ms", |r| fmt_num(r.latency_ms.p90)),
     ("p99 ms", |r| fmt_num(r.latency_ms.p99)),
@@ -258,6 +258,13 @@ const COMPARISON_COLUMNS: [Column; 15] = [
     }),
     ("DW page writes", |r| thousands(r.dw_page_writes as f64)),
     ("DW fsyncs", |r| thousands(r.dw_fsyncs as f64)),
+    ("ckpt DW pages/fsync", |r| {
+        fmt_num(r.dw_checkpoint_pages_per_fsync)
+    }),
+    ("client DW pages/fsync", |r| {
+        fmt_num(r.dw_client_pages_per_fsync)
+    }),
+    ("DW slot syncs", |r| thousands(r.dw_slot_syncs as f64)),
     ("data writes", |r| thousands(r.data_writes as f64)),
     ("data fsyncs", |r| thousands(r.data_fsyncs as f64)),
     ("commits/WAL fsync", |r| fmt_num(r.commits_per_wal_fsync)),

@@ -14,7 +14,7 @@ use crate::lab::result::{Comparison, ConfigResult, PER_TXN};
 /// TPS ratio against the workload's first configuration (`vs`), with its
 /// interval; empty on that first configuration's row and where fewer than
 /// two rounds paired.
-pub const SUMMARY_COLUMNS: [&str; 40] = [
+pub const SUMMARY_COLUMNS: [&str; 43] = [
     "workload",
     "mode",
     "protection",
@@ -35,6 +35,9 @@ pub const SUMMARY_COLUMNS: [&str; 40] = [
     "fpi_bytes_uncompressed_per_txn",
     "dw_page_writes",
     "dw_fsyncs",
+    "dw_checkpoint_pages_per_fsync",
+    "dw_client_pages_per_fsync",
+    "dw_slot_syncs",
     "data_writes",
     "data_fsyncs",
     "commits_per_wal_fsync",
@@ -164,6 +167,9 @@ pub fn write_csv(dir: impl AsRef<Path>, results: &[ConfigResult]) -> Result<Vec<
                 r.fpi_bytes_uncompressed_per_txn.to_string(),
                 r.dw_page_writes.to_string(),
                 r.dw_fsyncs.to_string(),
+                r.dw_checkpoint_pages_per_fsync.to_string(),
+                r.dw_client_pages_per_fsync.to_string(),
+                r.dw_slot_syncs.to_string(),
                 r.data_writes.to_string(),
                 r.data_fsyncs.to_string(),
                 r.commits_per_wal_fsync.to_string(),

@@ -3,6 +3,7 @@
 //! CSV files and the input of the report.
 
 use crate::lab::confidence::{paired_ratio, RatioInterval, StopReason};
+use crate::stats::DoubleWriteView;
 use serde::{Deserialize, Serialize};
 
 /// Latency figures in milliseconds (from an HdrHistogram of every
@@ -89,7 +90,9 @@ pub struct Run {
     pub bgwriter_page_writes: u64,
     #[serde(default)]
     pub checkpointer_page_writes: u64,
-    /// Double-write area page writes and fsyncs (0 without double writes).
+    /// Page images written to the double-write area (header blocks not
+    /// counted) and fsyncs of the area, every writer (0 without double
+    /// writes). By writer in `statistics.double_write`.
     pub dw_page_writes: u64,
     pub dw_fsyncs: u64,
     pub checkpoints: u64,
@@ -141,6 +144,18 @@ pub struct ConfigResult {
     pub fpi_bytes_uncompressed_per_txn: f64,
     pub dw_page_writes: u64,
     pub dw_fsyncs: u64,
+    /// Double-write pages per fsync of the area by the checkpointer (the
+    /// issue's goal: >= 1,000) and by clients writing dirty victims (an
+    /// fsync per page is the eviction cliff), over all runs; 0 where that
+    /// writer wrote none.
+    #[serde(default)]
+    pub dw_checkpoint_pages_per_fsync: f64,
+    #[serde(default)]
+    pub dw_client_pages_per_fsync: f64,
+    /// Data-file fsyncs double-write writers ran to reuse slots whose
+    /// pages were not yet durable in place, over all runs.
+    #[serde(default)]
+    pub dw_slot_syncs: u64,
     #[serde(default)]
     pub data_reads: u64,
     pub data_writes: u64,
@@ -223,6 +238,15 @@ impl ConfigResult {
             sum(|r| r.wal_fpi_bytes_uncompressed) as f64 / txns as f64;
         self.dw_page_writes = sum(|r| r.dw_page_writes);
         self.dw_fsyncs = sum(|r| r.dw_fsyncs);
+        let dw = runs
+            .iter()
+            .fold(DoubleWriteView::default(), |a, r| {
+                a.plus(&r.statistics.double_write)
+            })
+            .with_ratios();
+        self.dw_checkpoint_pages_per_fsync = dw.checkpointer.pages_per_fsync;
+        self.dw_client_pages_per_fsync = dw.client.pages_per_fsync;
+        self.dw_slot_syncs = dw.total().slot_syncs;
         self.data_reads = sum(|r| r.data_reads);
         self.data_writes = sum(|r| r.data_writes);
         self.data_fsyncs = sum(|r| r.data_fsyncs);
@@ -478,6 +502,43 @@ mod tests {
         assert_eq!(c.client_page_writes, 6);
         assert_eq!(c.client_write_pct, 10.0);
         assert_eq!(c.client_write_pct_runs, vec![10.0; 3]);
+    }
+
+    #[test]
+    fn double_write_ratios_pool_the_runs() {
+        use crate::stats::{DoubleWriteFigures, DoubleWriteView, Statistics};
+        let run = |ckpt_pages, ckpt_fsyncs, client_pages, client_fsyncs| {
+            let row = |pages, fsyncs| DoubleWriteFigures {
+                pages,
+                fsyncs,
+                slot_syncs: 1,
+                // Per run, as `since` leaves it; the summary must not
+                // average these.
+                pages_per_fsync: pages as f64 / fsyncs as f64,
+                ..Default::default()
+            };
+            Run {
+                tps: 1.0,
+                statistics: Statistics {
+                    double_write: DoubleWriteView {
+                        checkpointer: row(ckpt_pages, ckpt_fsyncs),
+                        client: row(client_pages, client_fsyncs),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                ..Default::default()
+            }
+        };
+        let mut c = ConfigResult {
+            runs: vec![run(3000, 1, 10, 10), run(1000, 3, 90, 10)],
+            ..Default::default()
+        };
+        c.summarize();
+        // 4,000 pages in 4 fsyncs, not the mean of 3,000 and 333.
+        assert_eq!(c.dw_checkpoint_pages_per_fsync, 1000.0);
+        assert_eq!(c.dw_client_pages_per_fsync, 5.0);
+        assert_eq!(c.dw_slot_syncs, 4);
     }
 
     #[test]

@@ -56,6 +56,9 @@ pub struct WritePathContext<'a> {
     pub options: &'a Options,
     /// Above every batch sequence the area held.
     pub first_batch_seq: u64,
+    /// The engine's double-write counters: one set per opening, whichever
+    /// write path counts into it.
+    pub double_write_stats: &'a Arc<double_writes::DoubleWriteStats>,
 }
 
 /// What the buffer pool calls before writing pages in place, for `mode`.
@@ -77,6 +80,7 @@ pub fn page_write_protection(
                 cx.files.clone(),
                 settings,
                 cx.first_batch_seq,
+                cx.double_write_stats,
             )?))
         }
     }

@@ -105,6 +105,7 @@ fn switch(
         files: engine.pool.files(),
         options: &engine.options,
         first_batch_seq,
+        double_write_stats: &engine.double_write_stats,
     };
     engine
         .pool

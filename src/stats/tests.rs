@@ -215,3 +215,153 @@ fn a_checksum_failure_is_counted() {
     );
     assert_eq!(db.statistics().buffer.checksum_failures, 1);
 }
+
+fn double_write_options(mode: crate::TornPageProtection) -> Options {
+    Options {
+        creation: crate::settings::RequestedCreationSettings {
+            torn_page_protection: Some(mode),
+            ..Default::default()
+        },
+        // Nothing writes pages on its own: no timed checkpoint, no
+        // background writer round.
+        clock: crate::clock::Clock::manual().0,
+        ..options()
+    }
+}
+
+/// Rewrites rows `0..rows` in one transaction: dirty pages to write.
+fn rewrite_rows(db: &Database, t: &Table, rows: u64, version: u8) {
+    let mut tx = db.begin();
+    for k in 0..rows {
+        tx.upsert(t, &key_u64(k), &[version; 100]).unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+#[test]
+fn double_writes_show_in_their_view_by_writer() {
+    let stats = Arc::new(IoStats::default());
+    let sim = SimFileSystem::new(stats.clone());
+    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
+    let mode = crate::TornPageProtection::DoubleWrites;
+    let db = Database::create_with(fs, stats, Path::new(DIR), double_write_options(mode)).unwrap();
+    let t = db.create_table("t").unwrap();
+    let rows = 2000;
+    rewrite_rows(&db, &t, rows, 1);
+    db.checkpoint().unwrap();
+    let page = u64::from(db.settings().page_size);
+    let base = db.statistics();
+    // Each writer gets its own set of dirty pages.
+    rewrite_rows(&db, &t, rows, 2);
+    let by_client = db.engine.pool.flush_dirty(Issuer::Client, 4).unwrap() as u64;
+    rewrite_rows(&db, &t, rows, 3);
+    let by_bgwriter = db
+        .engine
+        .pool
+        .flush_dirty(Issuer::BackgroundWriter, 64)
+        .unwrap() as u64;
+    rewrite_rows(&db, &t, rows, 4);
+    db.checkpoint().unwrap();
+    let d = db.statistics().since(&base);
+    let dw = &d.double_write;
+    assert!(by_client >= 8 && by_bgwriter >= 8, "{rows} rows span pages");
+    assert_eq!(dw.client.pages, by_client, "{dw:?}");
+    assert_eq!(dw.background_writer.pages, by_bgwriter, "{dw:?}");
+    // Every page the checkpoint wrote went through the area first.
+    assert_eq!(
+        dw.checkpointer.pages, d.checkpointer.pages_written,
+        "{dw:?}"
+    );
+    // Four pages a call: one write of one batch each.
+    assert_eq!(dw.client.writes, by_client.div_ceil(4), "{dw:?}");
+    assert_eq!(dw.client.batches, dw.client.writes, "{dw:?}");
+    for (issuer, row) in [
+        (Issuer::Checkpointer, &dw.checkpointer),
+        (Issuer::BackgroundWriter, &dw.background_writer),
+        (Issuer::Client, &dw.client),
+    ] {
+        // The file layer saw the same: images plus a header block a
+        // batch, and the shard's fsyncs.
+        let io = d.io(issuer, FileKind::DoubleWrite);
+        assert_eq!(
+            io.write_bytes,
+            (row.pages + row.batches) * page,
+            "{issuer:?} {row:?}"
+        );
+        assert_eq!(io.writes, row.writes, "{issuer:?} {row:?}");
+        assert_eq!(io.fsyncs, row.fsyncs, "{issuer:?} {row:?}");
+        // One writer at a time: a fsync per write.
+        assert_eq!(row.fsyncs, row.writes, "{issuer:?} {row:?}");
+        assert_eq!(row.pages_per_fsync, row.pages as f64 / row.fsyncs as f64);
+    }
+    let total = dw.total();
+    assert_eq!(total.pages, by_client + by_bgwriter + dw.checkpointer.pages);
+    let io = d.io_of_kind(FileKind::DoubleWrite);
+    assert_eq!(io.write_bytes, (total.pages + total.batches) * page);
+    assert_eq!(total.pages_per_fsync, total.pages as f64 / io.fsyncs as f64);
+
+    // Saved at a clean close, loaded at the next opening.
+    let before_close = db.statistics().double_write;
+    db.close().unwrap();
+    let db = Database::open_with(
+        Arc::new(sim.clone()),
+        sim.stats().clone(),
+        Path::new(DIR),
+        double_write_options(mode),
+    )
+    .unwrap();
+    let after = db.statistics().double_write;
+    assert_eq!(after.client, before_close.client);
+    assert_eq!(after.background_writer, before_close.background_writer);
+    // Plus what the shutdown checkpoint wrote.
+    assert!(after.checkpointer.pages >= before_close.checkpointer.pages);
+    assert_eq!(after.checkpointer.pages_per_fsync, {
+        let c = &after.checkpointer;
+        c.pages as f64 / c.fsyncs as f64
+    });
+}
+
+#[test]
+fn double_write_figures_outlive_a_switch_away_from_double_writes() {
+    use crate::TornPageProtection::{DoubleWrites, Off};
+    let stats = Arc::new(IoStats::default());
+    let sim = SimFileSystem::new(stats.clone());
+    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
+    let db = Database::create_with(
+        fs,
+        stats,
+        Path::new(DIR),
+        double_write_options(DoubleWrites),
+    )
+    .unwrap();
+    let t = db.create_table("t").unwrap();
+    rewrite_rows(&db, &t, 2000, 1);
+    drop(db); // a crash: redo dirties the pages again
+    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
+    let db = Database::open_with(
+        fs,
+        sim.stats().clone(),
+        Path::new(DIR),
+        double_write_options(Off),
+    )
+    .unwrap();
+    assert_eq!(db.engine.protection(), Off);
+    // The end-of-recovery checkpoint ran under double_writes, before the
+    // switch.
+    let at_open = db.statistics().double_write.checkpointer;
+    assert!(at_open.pages >= 2, "{at_open:?}");
+    rewrite_rows(&db, &t, 2000, 2);
+    db.checkpoint().unwrap();
+    assert!(db.statistics().checkpointer.pages_written > at_open.pages);
+    assert_eq!(db.statistics().double_write.checkpointer, at_open);
+}
+
+#[test]
+fn a_file_without_double_write_figures_reads_them_as_zero() {
+    let (db, _t, _sim) = loaded(5);
+    let mut json = serde_json::to_value(db.statistics()).unwrap();
+    json.as_object_mut().unwrap().remove("double_write");
+    let old: Statistics = serde_json::from_value(json).unwrap();
+    assert_eq!(old.double_write, DoubleWriteView::default());
+    assert_eq!(old.wal, db.statistics().wal);
+}

@@ -195,6 +195,40 @@ fn print_text(s: &Statistics) {
             ("damaged pages left", r.damaged_pages_left.to_string()),
         ],
     );
+    println!("\nDouble writes (by writer)");
+    let rows = s
+        .double_write
+        .rows()
+        .into_iter()
+        .map(|(writer, f)| {
+            vec![
+                writer.to_string(),
+                f.pages.to_string(),
+                f.batches.to_string(),
+                f.writes.to_string(),
+                f.fsyncs.to_string(),
+                format!("{:.1}", f.pages_per_fsync),
+                f.slot_syncs.to_string(),
+                f.slot_waits.to_string(),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        grid(
+            &[
+                "writer",
+                "pages",
+                "batches",
+                "writes",
+                "fsyncs",
+                "pages per fsync",
+                "slot syncs",
+                "slot waits",
+            ],
+            rows
+        )
+    );
     println!("\nCheckpoints of the last opening");
     let rows = s
         .checkpoint_log

@@ -13,6 +13,8 @@
 //!   reused only after an fsync of its page's data file that began after
 //!   that page's in-place write returned.
 //! - [`shard_file`]: shard files created whole, checked at each opening.
+//! - [`stats`]: the counters by shard, held by the engine so they outlive
+//!   a protection switch.
 //! - [`restore`] and [`recover`]: before redo, read every shard, keep per
 //!   page the newest copy in [redo point, end of WAL], restore it over a
 //!   page that is bad or not newer, fsync, then redo.
@@ -24,6 +26,8 @@ pub mod recover;
 pub mod restore;
 pub mod ring;
 pub mod shard_file;
+pub mod stats;
 pub mod writer;
 
+pub use stats::DoubleWriteStats;
 pub use writer::{AreaSettings, DoubleWrites, ShardStats};

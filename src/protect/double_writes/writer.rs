@@ -18,6 +18,7 @@
 use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard};
 use super::ring::{Mark, Reserve, Ring};
 use super::shard_file::{self, shard_of, GroupSync};
+use super::stats::DoubleWriteStats;
 use crate::buffer::{DataFiles, PageCopy, PageWriteProtection, WriteTicket};
 use crate::error::{Error, Result};
 use crate::file::segmented::{DurabilityMark, SegmentedFile};
@@ -80,7 +81,8 @@ struct ShardWriter {
     ring: Mutex<Ring<FileMark>>,
     ring_changed: Condvar,
     group: GroupSync,
-    stats: ShardStats,
+    /// The shard's part of the opening's [`DoubleWriteStats`].
+    stats: Arc<ShardStats>,
 }
 
 /// `torn_page_protection = double_writes` as the buffer pool sees it.
@@ -140,8 +142,9 @@ impl AreaSettings {
 }
 
 impl DoubleWrites {
-    /// Opens (or creates) the three shard files of the database in `dir`.
-    /// Call only after recovery restored what an existing area held.
+    /// Opens (or creates) the three shard files of the database in `dir`,
+    /// counting into `stats`. Call only after recovery restored what an
+    /// existing area held.
     pub fn open(
         fs: &dyn FileSystem,
         dir: &Path,
@@ -149,6 +152,7 @@ impl DoubleWrites {
         files: Arc<DataFiles>,
         settings: AreaSettings,
         first_batch_seq: u64,
+        stats: &DoubleWriteStats,
     ) -> Result<DoubleWrites> {
         let page_size = files.page_size();
         assert!(
@@ -170,7 +174,7 @@ impl DoubleWrites {
                 ring: Mutex::new(Ring::new(settings.area_blocks)),
                 ring_changed: Condvar::new(),
                 group: GroupSync::default(),
-                stats: ShardStats::default(),
+                stats: stats.shard_handle(shard),
             });
         }
         Ok(DoubleWrites {

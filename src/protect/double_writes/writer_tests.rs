@@ -34,7 +34,16 @@ fn setup(area_blocks: u32, batch_pages: usize) -> Setup {
         batch_pages,
         eviction_pages: 32,
     };
-    let dw = DoubleWrites::open(fs.as_ref(), &dir, SYSTEM_ID, files.clone(), area, 40).unwrap();
+    let dw = DoubleWrites::open(
+        fs.as_ref(),
+        &dir,
+        SYSTEM_ID,
+        files.clone(),
+        area,
+        40,
+        &DoubleWriteStats::default(),
+    )
+    .unwrap();
     Setup {
         _tmp: tmp,
         dir,
@@ -136,15 +145,24 @@ fn another_size_creates_the_shard_again_and_another_database_is_refused() {
         batch_pages: 4,
         eviction_pages: 32,
     };
-    DoubleWrites::open(&fs, &s.dir, SYSTEM_ID, s.files.clone(), bigger, 1).unwrap();
+    let stats = DoubleWriteStats::default();
+    DoubleWrites::open(&fs, &s.dir, SYSTEM_ID, s.files.clone(), bigger, 1, &stats).unwrap();
     let len = std::fs::metadata(Shard::Checkpointer.path(&s.dir))
         .unwrap()
         .len();
     assert_eq!(len, 17 * PS as u64);
     assert!(scan(&s, Shard::Checkpointer).copies.is_empty());
-    let e = DoubleWrites::open(&fs, &s.dir, SYSTEM_ID + 1, s.files.clone(), bigger, 1)
-        .err()
-        .expect("a shard of another database");
+    let e = DoubleWrites::open(
+        &fs,
+        &s.dir,
+        SYSTEM_ID + 1,
+        s.files.clone(),
+        bigger,
+        1,
+        &stats,
+    )
+    .err()
+    .expect("a shard of another database");
     assert!(e.to_string().contains("shard-0"), "{e}");
 }
 
