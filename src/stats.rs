@@ -245,6 +245,9 @@ view! {
         slot_syncs: u64,
         /// Times a writer waited for a batch in flight to free its slots.
         slot_waits: u64,
+        /// Data-file fsyncs the background syncer ran ahead of the writers
+        /// (`double_write_sync_ahead`), so that they did not wait.
+        syncs_ahead: u64,
     }
 }
 
@@ -270,6 +273,7 @@ impl DoubleWriteFigures {
             pages_per_fsync: 0.0,
             slot_syncs: l(&s.slot_syncs),
             slot_waits: l(&s.slot_waits),
+            syncs_ahead: l(&s.syncs_ahead),
         }
     }
 

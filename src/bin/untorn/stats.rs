@@ -210,6 +210,7 @@ fn print_text(s: &Statistics) {
                 format!("{:.1}", f.pages_per_fsync),
                 f.slot_syncs.to_string(),
                 f.slot_waits.to_string(),
+                f.syncs_ahead.to_string(),
             ]
         })
         .collect();
@@ -225,6 +226,7 @@ fn print_text(s: &Statistics) {
                 "pages per fsync",
                 "slot syncs",
                 "slot waits",
+                "syncs ahead",
             ],
             rows
         )

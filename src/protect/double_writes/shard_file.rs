@@ -18,7 +18,7 @@ pub fn open_or_create(
     dir: &Path,
     want: &FileHeader,
     who: Issuer,
-) -> Result<Arc<dyn File>> {
+) -> Result<BatchFile> {
     let area_dir = dir.join(AREA_DIR);
     if !fs.exists(&area_dir) {
         fs.create_dir_all(&area_dir)?;
@@ -46,7 +46,10 @@ pub fn open_or_create(
                     ),
                 ));
             }
-            Some(h) if h == *want && file.len()? == file_len(want) => return Ok(file),
+            Some(h) if h == *want && file.len()? == file_len(want) => {
+                drop(file);
+                return open_for_batches(fs, &path);
+            }
             _ => {
                 tracing::info!(
                     file = %path.display(),
@@ -66,7 +69,7 @@ fn file_len(h: &FileHeader) -> u64 {
 /// Creates `dw/shard-<n>` whole: the header and a zeroed, allocated area in
 /// `shard-<n>.tmp`, fsynced, renamed, and the directory fsynced
 /// (docs/FORMAT.md). A crash leaves the old file or the new one, whole.
-fn create(fs: &dyn FileSystem, dir: &Path, h: &FileHeader, who: Issuer) -> Result<Arc<dyn File>> {
+fn create(fs: &dyn FileSystem, dir: &Path, h: &FileHeader, who: Issuer) -> Result<BatchFile> {
     let path = h.shard.path(dir);
     let tmp = path.with_file_name(format!("shard-{}.tmp", h.shard.number()));
     if fs.exists(&tmp) {
@@ -82,7 +85,56 @@ fn create(fs: &dyn FileSystem, dir: &Path, h: &FileHeader, who: Issuer) -> Resul
     }
     fs.rename(&tmp, &path, FileKind::DoubleWrite, who)?;
     fs.sync_dir(&dir.join(AREA_DIR), who)?;
-    fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_write())
+    open_for_batches(fs, &path)
+}
+
+/// A shard file opened for writing batches: with O_DIRECT where the file
+/// system has it (InnoDB's choice for its doublewrite file), so that a
+/// batch, written once and read only by recovery, neither fills the page
+/// cache nor leaves writeback for its fsync; else buffered.
+pub struct BatchFile {
+    pub file: Arc<dyn File>,
+    pub direct: bool,
+}
+
+fn open_for_batches(fs: &dyn FileSystem, path: &Path) -> Result<BatchFile> {
+    let direct = OpenOptions {
+        direct: true,
+        ..OpenOptions::read_write()
+    };
+    match fs.open(path, FileKind::DoubleWrite, direct) {
+        Ok(file) => Ok(BatchFile { file, direct: true }),
+        // tmpfs and some others refuse O_DIRECT (EINVAL).
+        Err(_) => Ok(BatchFile {
+            file: fs.open(path, FileKind::DoubleWrite, OpenOptions::read_write())?,
+            direct: false,
+        }),
+    }
+}
+
+/// `len` bytes aligned for O_DIRECT (at 4096), zeroed.
+pub struct AlignedBuf {
+    bytes: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    const ALIGN: usize = 4096;
+
+    pub fn new(len: usize) -> AlignedBuf {
+        let bytes = vec![0u8; len + Self::ALIGN];
+        let start = bytes.as_ptr().align_offset(Self::ALIGN);
+        AlignedBuf { bytes, start, len }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.bytes[self.start..self.start + self.len]
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[self.start..self.start + self.len]
+    }
 }
 
 /// Removes every file of `dir`'s double-write area (a mode without one is
@@ -156,5 +208,20 @@ pub fn shard_of(who: Issuer) -> Shard {
         Issuer::BackgroundWriter => Shard::BackgroundWriter,
         // Clients, and recovery's and tools' evictions.
         _ => Shard::ClientEvictions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buffers_start_on_a_4096_byte_boundary() {
+        for len in [4096, 8192 * 3, 12288] {
+            let mut b = AlignedBuf::new(len);
+            assert_eq!(b.as_slice().as_ptr() as usize % 4096, 0);
+            assert_eq!(b.as_mut_slice().len(), len);
+            assert!(b.as_slice().iter().all(|&x| x == 0));
+        }
     }
 }

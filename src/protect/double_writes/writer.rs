@@ -17,7 +17,7 @@
 
 use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard};
 use super::ring::{Mark, Reserve, Ring};
-use super::shard_file::{self, shard_of, GroupSync};
+use super::shard_file::{self, shard_of, AlignedBuf, GroupSync};
 use super::stats::DoubleWriteStats;
 use crate::buffer::{DataFiles, PageCopy, PageWriteProtection, WriteTicket};
 use crate::error::{Error, Result};
@@ -78,6 +78,8 @@ impl Mark for FileMark {
 struct ShardWriter {
     shard: Shard,
     file: Arc<dyn File>,
+    /// Opened with O_DIRECT: a write goes from an aligned copy.
+    direct: bool,
     ring: Mutex<Ring<FileMark>>,
     ring_changed: Condvar,
     group: GroupSync,
@@ -167,10 +169,11 @@ impl DoubleWrites {
                 shard,
                 system_id,
             };
-            let file = shard_file::open_or_create(fs, dir, &header, Issuer::Recovery)?;
+            let opened = shard_file::open_or_create(fs, dir, &header, Issuer::Recovery)?;
             shards.push(ShardWriter {
                 shard,
-                file,
+                file: opened.file,
+                direct: opened.direct,
                 ring: Mutex::new(Ring::new(settings.area_blocks)),
                 ring_changed: Condvar::new(),
                 group: GroupSync::default(),
@@ -256,8 +259,20 @@ impl DoubleWrites {
             bufs.push(header);
             bufs.extend(batch.iter().map(|p| p.image));
         }
-        w.file
-            .write_vectored_at(&bufs, start as u64 * self.page_size as u64, who)?;
+        let offset = start as u64 * self.page_size as u64;
+        if w.direct {
+            // O_DIRECT wants aligned memory: one copy of the batches (the
+            // page cache would have taken one too).
+            let mut aligned = AlignedBuf::new(bufs.iter().map(|b| b.len()).sum());
+            let mut at = 0;
+            for b in &bufs {
+                aligned.as_mut_slice()[at..at + b.len()].copy_from_slice(b);
+                at += b.len();
+            }
+            w.file.write_at(aligned.as_slice(), offset, who)?;
+        } else {
+            w.file.write_vectored_at(&bufs, offset, who)?;
+        }
         w.stats.writes.fetch_add(1, Relaxed);
         w.stats.batches.fetch_add(headers.len() as u64, Relaxed);
         w.stats.pages.fetch_add(pages.len() as u64, Relaxed);
