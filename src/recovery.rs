@@ -67,8 +67,9 @@ pub struct RecoveryReport {
     /// Pages that failed their checks and that no record restored: they
     /// stay damaged on disk and fail when read.
     pub damaged_pages_left: Vec<String>,
-    /// After an unclean shutdown: WAL segments and data files fsynced
-    /// before recovery trusted them, and how long that took.
+    /// After an unclean shutdown: WAL segments, data files and
+    /// double-write shard files fsynced before recovery trusted them, and
+    /// how long that took.
     pub startup_sync_files: u64,
     pub startup_sync_ms: f64,
 }

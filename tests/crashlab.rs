@@ -145,7 +145,7 @@ fn both_modes_pass_with_compressed_page_images() {
 }
 
 /// `torn_page_protection` switched at restarts (issue 10): reopenings after
-/// a crash ask for the other mode, the power is cut at any call of those
+/// a crash ask for another mode (`double_writes` included), the power is cut at any call of those
 /// openings (during recovery, the end-of-recovery checkpoint, the control
 /// file's replacement), the next opening switches again or back, and the
 /// database then works under its new mode and loses power again. Each crash

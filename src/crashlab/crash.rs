@@ -9,14 +9,16 @@
 //! an all-zero page inside the file refused): the share caught is the
 //! detection rate.
 
+use super::batches;
 use super::run::{data_dir, Damage, Iteration, DB_DIR};
+use super::sim::TraceKind;
 use super::Fault;
 use crate::control::ControlFile;
 use crate::db::Database;
 use crate::file::segmented::parse_segment_name;
 use crate::file::FileSystem;
 use crate::page::{verify_page, PageState};
-use crate::settings::TornPageProtection;
+use crate::settings::{ChecksumAlgorithm, TornPageProtection};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,6 +33,7 @@ impl Iteration<'_> {
             BTreeMap::new()
         };
         let writes = self.fs.take_pending_writes();
+        self.count_batches_in_flight();
         let report = self.sim.crash(self.rng.next_u64(), &self.crash_cfg);
         drop(db);
         self.c.crashes += 1;
@@ -115,6 +118,21 @@ impl Iteration<'_> {
         }
     }
 
+    /// Counts the double-write batches the power cut strikes, by phase
+    /// (from the calls since the last crash or process kill).
+    fn count_batches_in_flight(&mut self) {
+        let ps = self.opts.page_size as u64;
+        let per_header = self.options.double_write_batch_pages as u64;
+        let at = self.sim.with_trace(|trace| {
+            let since = trace
+                .iter()
+                .rposition(|o| matches!(o.op, TraceKind::Crash | TraceKind::ProcessCrash))
+                .map_or(0, |i| i + 1);
+            batches::at_crash(&trace[since..], ps, per_header)
+        });
+        self.c.crashes_in_double_write_batch.add(&at);
+    }
+
     /// Kills the process (kill -9): it makes no call after this, and the
     /// page cache keeps its unsynced writes for the next run to read and a
     /// later power loss to drop or tear.
@@ -190,6 +208,12 @@ impl Iteration<'_> {
                     let now = db.settings().torn_page_protection;
                     if now != from {
                         self.c.faults.switches_recorded += 1;
+                        *self
+                            .c
+                            .faults
+                            .switches_by_direction
+                            .entry(format!("{from} -> {now}"))
+                            .or_default() += 1;
                         self.event(format!("switched from {from} to {now}"));
                     }
                     if now != self.mode_on_disk() {
@@ -228,10 +252,19 @@ impl Iteration<'_> {
         if !self.opts.has(Fault::Switch) || !self.rng.chance(0.5) {
             return false;
         }
-        let to = match self.mode_on_disk() {
-            TornPageProtection::FullPages => TornPageProtection::Off,
-            _ => TornPageProtection::FullPages,
-        };
+        // Any other mode: into and out of each, double writes included
+        // (which needs page checksums).
+        let from = self.mode_on_disk();
+        let checksums = self.opts.data_checksums != ChecksumAlgorithm::Off;
+        let to: Vec<TornPageProtection> = [
+            TornPageProtection::Off,
+            TornPageProtection::FullPages,
+            TornPageProtection::DoubleWrites,
+        ]
+        .into_iter()
+        .filter(|&m| m != from && (checksums || m != TornPageProtection::DoubleWrites))
+        .collect();
+        let to = to[self.rng.below(to.len() as u64) as usize];
         self.options.creation.torn_page_protection = Some(to);
         self.switched = true;
         self.c.faults.protection_switches += 1;

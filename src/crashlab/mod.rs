@@ -30,6 +30,7 @@
 //! changes mode: a crash is then judged by the mode its control file
 //! records, the one the next recovery runs under.
 
+pub mod batches;
 mod crash;
 pub mod faults;
 pub mod oracle;
@@ -82,8 +83,10 @@ pub enum Fault {
     /// unsynced writes stay readable and may still vanish or tear. The next
     /// run recovers and works, then the power fails.
     ProcessCrash,
-    /// A restart asks for the other torn-page protection (`full_pages` and
-    /// `off` trade places), the power is cut at any call of that opening
+    /// A restart asks for another torn-page protection (any of `off`,
+    /// `full_pages` and `double_writes` other than the control file's;
+    /// `double_writes` only with page checksums), the power is cut at any
+    /// call of that opening
     /// now and then, the next opening switches again or back, and the
     /// database then works under the new mode and loses power again.
     Switch,

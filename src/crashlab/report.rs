@@ -1,6 +1,7 @@
 //! What a crash test found, per mode: the JSON shape (`--json`) and the
 //! table `untorn crashtest` prints.
 
+use super::batches::BatchCrashes;
 use super::CrashTestOptions;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use std::path::PathBuf;
@@ -71,6 +72,8 @@ pub struct FaultCounts {
     pub protection_switches: u64,
     pub crashes_in_switch: u64,
     pub switches_recorded: u64,
+    /// Switches recorded, by direction ("off -> double_writes").
+    pub switches_by_direction: std::collections::BTreeMap<String, u64>,
 }
 
 /// Everything one protection mode went through.
@@ -86,6 +89,8 @@ pub struct ModeReport {
     pub crashes_in_recovery: u64,
     pub crashes_in_checkpoint: u64,
     pub crashes_in_control_file: u64,
+    /// Crashes that struck a double-write batch, by phase.
+    pub crashes_in_double_write_batch: BatchCrashes,
     pub commits_acknowledged: u64,
     /// Commits in flight at a crash, and how many of those survived.
     pub commits_in_flight: u64,
@@ -181,6 +186,8 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
         *a += b;
     }
     m.silent_corruptions += it.silent_corruptions;
+    m.crashes_in_double_write_batch
+        .add(&it.crashes_in_double_write_batch);
     let (f, g) = (&mut m.faults, &it.faults);
     let pairs: [(&mut u64, u64); 21] = [
         (&mut f.process_crashes, g.process_crashes),
@@ -219,6 +226,9 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
     }
     for (k, n) in &g.fsync_failures_by_file {
         *f.fsync_failures_by_file.entry(k.clone()).or_default() += n;
+    }
+    for (k, n) in &g.switches_by_direction {
+        *f.switches_by_direction.entry(k.clone()).or_default() += n;
     }
     for (k, n) in &g.engine_stopped_by_file {
         *f.engine_stopped_by_file.entry(k.clone()).or_default() += n;
@@ -333,6 +343,14 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
             expected_miss
         ));
     }
+    let b = &m.crashes_in_double_write_batch;
+    if b.any() {
+        s.push_str(&format!(
+            "  crashes in a double-write batch: {} after the area write (before its fsync), {} after its fsync \
+             (before the in-place writes), {} during the in-place writes\n",
+            b.after_area_write, b.after_area_fsync, b.during_in_place_writes
+        ));
+    }
     if m.torn_pages_detected > 0 || m.rows_lost_detected > 0 {
         s.push_str(&format!(
             "  data lost, detected: {} damaged pages reported by name, {} rows refused on read\n",
@@ -347,6 +365,20 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
         s.push_str(&format!(
             "  processes killed with the page cache kept, then a restart and a power loss: {}\n",
             f.process_crashes
+        ));
+    }
+    if f.protection_switches > 0 {
+        let by: Vec<String> = f
+            .switches_by_direction
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        s.push_str(&format!(
+            "  protection switches: {} asked, {} crashes during them, {} recorded ({})\n",
+            f.protection_switches,
+            f.crashes_in_switch,
+            f.switches_recorded,
+            by.join(", ")
         ));
     }
     if f.fsync_failures > 0 {

@@ -4,7 +4,8 @@
 //!    this build cannot honour (`directory::open_control`). Load the
 //!    statistics saved at the last clean shutdown (none after a crash).
 //! 2. After an unclean shutdown, fsync what the dead process left in the
-//!    page cache (WAL from the redo segment on, data files, directories)
+//!    page cache (WAL from the redo segment on, data files, the
+//!    double-write area, directories)
 //!    before trusting any of it ([`sync_after_unclean_shutdown`]).
 //! 3. Scan the WAL from the redo point to its end; refuse a WAL that ends
 //!    before the checkpoint record the control file names.
@@ -133,7 +134,7 @@ pub(super) fn open(
     )?;
     report.pages_repaired_from_double_writes = from_area.counts.restored;
     if let Some(s) = synced {
-        report.startup_sync_files = s.wal_segments + s.data_files;
+        report.startup_sync_files = s.wal_segments + s.data_files + s.double_write_files;
         report.startup_sync_ms = sync_ms;
     }
     pool.set_recovery(false);
@@ -186,22 +187,27 @@ pub(super) fn open(
 pub struct StartupSync {
     pub wal_segments: u64,
     pub data_files: u64,
+    /// Shard files of the double-write area (`dw/`).
+    pub double_write_files: u64,
     pub directories: u64,
 }
 
 /// After an unclean shutdown, makes durable whatever the dead process left
 /// in the OS page cache, before anything trusts it (PostgreSQL's
 /// SyncDataDirectory at the start of crash recovery): the WAL segments from
-/// the one holding the redo point on, every data file, and the three
-/// directories.
+/// the one holding the redo point on, every data file, the double-write
+/// area's shard files, and the directories.
 ///
 /// Why: a process killed with its page cache intact (kill -9, a panic, an
 /// OOM kill) leaves WAL that was written but never fsynced. The reader finds
 /// it, the WAL writer takes it as flushed, and the restart's redo and
 /// checkpoint then write and fsync data pages that depend on it. A power
 /// loss before that WAL reaches the disk would leave half a transaction on
-/// the data pages and nothing in the WAL to tell. A failed fsync here is
-/// fatal, as everywhere: the open fails.
+/// the data pages and nothing in the WAL to tell. The same holds for the
+/// double-write area: recovery restores pages from the copies it reads
+/// there, so a batch the dead process wrote but never fsynced must be
+/// durable before a restored page overwrites the only other version. A
+/// failed fsync here is fatal, as everywhere: the open fails.
 pub fn sync_after_unclean_shutdown(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -229,6 +235,16 @@ pub fn sync_after_unclean_shutdown(
             }
         }
         fs.sync_dir(&data_dir, Issuer::Recovery)?;
+        done.directories += 1;
+    }
+    let area_dir = dir.join(crate::protect::double_writes::area::AREA_DIR);
+    if fs.exists(&area_dir) {
+        for path in fs.list_dir(&area_dir)? {
+            fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?
+                .sync_all(Issuer::Recovery)?;
+            done.double_write_files += 1;
+        }
+        fs.sync_dir(&area_dir, Issuer::Recovery)?;
         done.directories += 1;
     }
     fs.sync_dir(&wal_dir, Issuer::Recovery)?;

@@ -28,10 +28,10 @@
 //!   the new one whole (see [`crate::control`]); both name the same redo
 //!   point and are correct.
 //!
-//! `double_writes` is refused as a target (not built), before anything is
-//! written. When it is built, the switch must also change the buffer
-//! pool's write path and, away from it, restore from the double-write area
-//! before the switch.
+//! Into `double_writes`, the write path (its area created) is put in place
+//! before the control file names the mode; away from it, recovery has
+//! already restored what the area held, and the area is removed once the
+//! mode in force does not use it.
 
 use super::double_writes;
 use crate::control::DbState;

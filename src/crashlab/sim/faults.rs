@@ -210,6 +210,11 @@ impl SimFileSystem {
         self.shared.state.lock().trace.clone()
     }
 
+    /// Runs `f` on the trace, without copying it.
+    pub fn with_trace<R>(&self, f: impl FnOnce(&[TraceOp]) -> R) -> R {
+        f(&self.shared.state.lock().trace)
+    }
+
     /// Empties the trace (the call count goes on).
     pub fn clear_trace(&self) {
         self.shared.state.lock().trace.clear();

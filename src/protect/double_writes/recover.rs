@@ -29,6 +29,9 @@ pub struct AreaRecovery {
     pub tmp_removed: u64,
     /// Batch headers that failed a check (torn batches, never relied on).
     pub headers_damaged: u64,
+    /// Area blocks that failed to read (EIO: a sector a torn write left
+    /// unreadable), taken for torn ones.
+    pub blocks_unreadable: u64,
     /// The highest batch sequence found: the write path starts above it.
     pub max_batch_seq: u64,
     pub counts: RestoreCounts,
@@ -78,8 +81,8 @@ pub fn restore_before_redo(
                 )
             })?;
         let file = fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?;
-        let mut bytes = vec![0u8; file.len()? as usize];
-        file.read_exact_at(&mut bytes, 0, Issuer::Recovery)?;
+        let (bytes, unreadable) = read_shard(file.as_ref(), settings.page_size as usize)?;
+        out.blocks_unreadable += unreadable;
         let expect = Expect {
             page_size: settings.page_size,
             system_id: control.system_id,
@@ -145,9 +148,41 @@ pub fn restore_before_redo(
         beyond_wal_end = out.counts.beyond_wal_end,
         void_dropped = out.counts.void_dropped,
         torn_batches = out.headers_damaged,
+        unreadable_blocks = out.blocks_unreadable,
         "double-write area read"
     );
     Ok(out)
+}
+
+/// Reads a whole shard file. A block that fails with EIO (a sector a write
+/// was cut off in) reads as zeros, so it fails its checks as a torn block
+/// does: a batch whose header is unreadable was never relied on (its pages
+/// go in place only after its fsync, and its blocks are overwritten only
+/// once they are durable in place), and an unreadable image is a damaged
+/// slot. Returns the bytes and the count of such blocks.
+fn read_shard(file: &dyn crate::file::File, page_size: usize) -> Result<(Vec<u8>, u64)> {
+    let mut bytes = vec![0u8; file.len()? as usize];
+    match file.read_exact_at(&mut bytes, 0, Issuer::Recovery) {
+        Err(e) if is_eio(&e) => {}
+        other => return other.map(|()| (bytes, 0)),
+    }
+    // Block by block, to lose only the unreadable ones.
+    let mut unreadable = 0;
+    for (i, block) in bytes.chunks_mut(page_size).enumerate() {
+        match file.read_exact_at(block, (i * page_size) as u64, Issuer::Recovery) {
+            Ok(()) => {}
+            Err(e) if is_eio(&e) => {
+                block.fill(0);
+                unreadable += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((bytes, unreadable))
+}
+
+fn is_eio(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::EIO))
 }
 
 /// Reads a data page and checks it as the buffer pool does (checksum,

@@ -57,6 +57,21 @@ pub struct Ring<M> {
     next_ticket: u64,
     /// In reservation order.
     entries: VecDeque<Entry<M>>,
+    /// TEST-ONLY: see [`test_hooks`].
+    #[cfg(test)]
+    reuse_too_early: bool,
+}
+
+/// TEST-ONLY: a way to break the reuse rule, so a test can show that the
+/// crash laboratory catches a slot reused too early.
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    use std::cell::Cell;
+    thread_local! {
+        /// Rings created on this thread while set take a pending entry's
+        /// blocks without waiting for its data files' fsync.
+        pub(crate) static REUSE_TOO_EARLY: Cell<bool> = const { Cell::new(false) };
+    }
 }
 
 impl<M: Mark> Ring<M> {
@@ -67,6 +82,8 @@ impl<M: Mark> Ring<M> {
             next: 1,
             next_ticket: 1,
             entries: VecDeque::new(),
+            #[cfg(test)]
+            reuse_too_early: test_hooks::REUSE_TOO_EARLY.get(),
         }
     }
 
@@ -95,6 +112,10 @@ impl<M: Mark> Ring<M> {
                 None => return Reserve::WaitInFlight,
                 Some(marks) => pending.extend(marks.iter().filter(|m| !m.is_durable()).cloned()),
             }
+        }
+        #[cfg(test)]
+        if self.reuse_too_early {
+            pending.clear();
         }
         if !pending.is_empty() {
             return Reserve::SyncFirst(pending);

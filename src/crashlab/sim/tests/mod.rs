@@ -12,6 +12,9 @@ mod calls;
 mod crash;
 /// Names: new files, renames and removals, durable only after `sync_dir`.
 mod directory;
+/// The crash laboratory on double writes: a slot reused too early caught;
+/// iterations that failed once.
+mod double_write_lab;
 /// Recovery's restore from a hand-made double-write area.
 mod double_write_restore;
 /// The engine's commits across crashes of the simulation.
