@@ -249,3 +249,66 @@ fn bench_drop_disturbed_excludes_exactly_the_disturbed_runs() {
         assert_eq!(line.ends_with(", excluded"), disturbed > 0, "{line}");
     }
 }
+
+/// `--double-write-buffer-size 64KB,128KB`: double_writes once per size,
+/// the other modes once, each run with its size in force.
+#[test]
+fn bench_compares_double_write_area_sizes_for_double_writes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let report = dir.path().join("report");
+    let mut args: Vec<&OsStr> = [
+        "bench",
+        "--protection",
+        "double_writes,off",
+        "--double-write-buffer-size",
+        "64KB,128KB",
+        "--workload",
+        "oltp_write_only",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0.05",
+        "--repeat",
+        "2",
+        "--clients",
+        "2",
+        "--tables",
+        "1",
+        "--table-size",
+        "500",
+    ]
+    .map(OsStr::new)
+    .to_vec();
+    for (flag, path) in [("--json", &json), ("--report", &report)] {
+        args.extend([OsStr::new(flag), path.as_os_str()]);
+    }
+    untorn(args).expect_code(0);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut got: Vec<(String, String)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let size = r["settings"]["double_write_buffer_size"].as_str().unwrap();
+            (
+                r["protection"].as_str().unwrap().to_string(),
+                size.to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    let want = [
+        ("double_writes", "131072"),
+        ("double_writes", "65536"),
+        ("off", "65536"),
+    ]
+    .map(|(p, s)| (p.to_string(), s.to_string()));
+    assert_eq!(got, want);
+    for r in v.as_array().unwrap() {
+        if r["protection"] == "double_writes" {
+            // Page images went through the area of that size.
+            assert!(r["dw_page_writes"].as_u64().unwrap() > 0, "{r}");
+        }
+    }
+}

@@ -57,9 +57,10 @@ pub struct BenchArgs {
     /// checkpoint_completion_target (0 to 1).
     #[arg(long, default_value_t = 0.9)]
     checkpoint_completion_target: f64,
-    /// double_write_buffer_size: each double-write shard's area (double_writes only).
-    #[arg(long, default_value = "16MB", value_parser = parse_size)]
-    double_write_buffer_size: u64,
+    /// double_write_buffer_size: each double-write shard's area; several
+    /// values compare double_writes at each (the other modes run once).
+    #[arg(long, value_delimiter = ',', default_value = "16MB", value_parser = parse_size)]
+    double_write_buffer_size: Vec<u64>,
     /// double_write_eviction_pages: pages a client writing a dirty victim writes at once (double_writes only).
     #[arg(long, default_value_t = 32)]
     double_write_eviction_pages: u32,
@@ -202,7 +203,6 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         max_wal_size: a.max_wal_size,
         checkpoint_timeout: timeout,
         checkpoint_completion_target: a.checkpoint_completion_target,
-        double_write_buffer_size: a.double_write_buffer_size,
         double_write_eviction_pages: a.double_write_eviction_pages,
         synchronous_commit,
         device: a.device.clone(),
@@ -219,6 +219,21 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
     expand(&mut out, &compressions, |c, v| c.wal_compression = v);
     expand(&mut out, &sorts, |c, v| c.checkpoint_sort = v);
     expand(&mut out, &bgwriters, |c, v| c.bgwriter_lru_maxpages = v);
+    // The area's size is an axis of double_writes only.
+    out = out
+        .into_iter()
+        .flat_map(|c| {
+            let sizes = if c.protection == TornPageProtection::DoubleWrites {
+                a.double_write_buffer_size.clone()
+            } else {
+                a.double_write_buffer_size[..1].to_vec()
+            };
+            sizes.into_iter().map(move |size| BenchConfig {
+                double_write_buffer_size: size,
+                ..c.clone()
+            })
+        })
+        .collect();
     for c in &out {
         c.options(0).creation.or_defaults().validate()?;
         c.options(0).validate()?;
