@@ -60,7 +60,7 @@ pub struct Options {
     /// frames a round keeps ahead of the clock hand, as a multiple of the
     /// frames clients claimed per round lately.
     pub bgwriter_lru_multiplier: f64,
-    /// `double_write_buffer_size` in bytes (default 16 MB; 2 to 65,536
+    /// `double_write_buffer_size` in bytes (default 64 MB; 2 to 65,536
     /// pages, a multiple of the page size): the area of each of the three
     /// double-write shards (`torn_page_protection = double_writes` only).
     pub double_write_buffer_size: u64,
@@ -101,7 +101,7 @@ impl Default for Options {
             bgwriter_delay: Duration::from_millis(200),
             bgwriter_lru_maxpages: 100,
             bgwriter_lru_multiplier: 2.0,
-            double_write_buffer_size: 16 * 1024 * 1024,
+            double_write_buffer_size: 64 * 1024 * 1024,
             double_write_batch_pages: 128,
             double_write_eviction_pages: 32,
             double_write_sync_ahead: true,

@@ -59,7 +59,7 @@ pub struct BenchArgs {
     checkpoint_completion_target: f64,
     /// double_write_buffer_size: each double-write shard's area; several
     /// values compare double_writes at each (the other modes run once).
-    #[arg(long, value_delimiter = ',', default_value = "16MB", value_parser = parse_size)]
+    #[arg(long, value_delimiter = ',', default_value = "64MB", value_parser = parse_size)]
     double_write_buffer_size: Vec<u64>,
     /// double_write_eviction_pages: pages a client writing a dirty victim writes at once (double_writes only).
     #[arg(long, default_value_t = 32)]
