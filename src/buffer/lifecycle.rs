@@ -263,7 +263,7 @@ impl BufferPool {
         // evictions), pass over many more dirty candidates first: a clean
         // one is nearly always near, and the dirty ones are left to the
         // checkpoint's and the background writer's large batches.
-        let batch = self.page_write_protection().eviction_batch();
+        let batch = self.eviction_batch.load(Relaxed);
         let skip_bound = if batch > 1 {
             (n / 8).clamp(DIRTY_VICTIMS_SKIPPED, 1024)
         } else {

@@ -125,6 +125,8 @@ pub struct BufferPool {
     wal: Arc<dyn WalFlush>,
     /// Swapped only at an opening's protection switch, before any client.
     protection: parking_lot::RwLock<Arc<dyn PageWriteProtection>>,
+    /// `protection`'s eviction_batch, read on every claim without its lock.
+    eviction_batch: AtomicUsize,
     validator: Option<PageValidator>,
     /// During recovery an all-zero or missing page is handed out (redo
     /// restores it from a full image); otherwise it is corruption.
@@ -204,6 +206,7 @@ impl BufferPool {
             checksums,
             files,
             wal,
+            eviction_batch: AtomicUsize::new(protection.eviction_batch()),
             protection: parking_lot::RwLock::new(protection),
             validator,
             recovery: AtomicBool::new(false),
@@ -235,6 +238,8 @@ impl BufferPool {
     /// Writes every later page under `protection` (a switch of mode at an
     /// opening, with no page write in flight).
     pub fn set_page_write_protection(&self, protection: Arc<dyn PageWriteProtection>) {
+        self.eviction_batch
+            .store(protection.eviction_batch(), SeqCst);
         *self.protection.write() = protection;
     }
 
