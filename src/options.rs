@@ -79,6 +79,11 @@ pub struct Options {
     /// the writers do (the crash laboratory turns it off, so an iteration
     /// replays exactly).
     pub double_write_sync_ahead: bool,
+    /// `double_write_defer_in_place` (default off): a page written through
+    /// the double-write area goes in place only when its slot is needed
+    /// again, unless a newer copy replaced it first; reads of it are served
+    /// from the area meanwhile (protect::double_writes::deferred).
+    pub double_write_defer_in_place: bool,
     /// The clock the engine paces work by (real time; tests use a manual one).
     pub clock: Clock,
 }
@@ -105,6 +110,7 @@ impl Default for Options {
             double_write_batch_pages: 128,
             double_write_eviction_pages: 32,
             double_write_sync_ahead: true,
+            double_write_defer_in_place: false,
             clock: Clock::real(),
         }
     }

@@ -248,6 +248,16 @@ view! {
         /// Data-file fsyncs the background syncer ran ahead of the writers
         /// (`double_write_sync_ahead`), so that they did not wait.
         syncs_ahead: u64,
+        /// Pages whose in-place write waited for the next checkpoint or the
+        /// slot's reuse (`double_write_defer_in_place`).
+        deferred: u64,
+        /// Deferred pages written in place (at a checkpoint, or when their
+        /// slots were needed).
+        written_back: u64,
+        /// Deferred pages never written in place: a newer copy replaced them.
+        obsolete: u64,
+        /// Pages read from the area instead of their data file.
+        reads: u64,
     }
 }
 
@@ -274,6 +284,10 @@ impl DoubleWriteFigures {
             slot_syncs: l(&s.slot_syncs),
             slot_waits: l(&s.slot_waits),
             syncs_ahead: l(&s.syncs_ahead),
+            deferred: l(&s.deferred),
+            written_back: l(&s.written_back),
+            obsolete: l(&s.obsolete),
+            reads: l(&s.reads),
         }
     }
 

@@ -145,7 +145,13 @@ impl BufferPool {
         let file = self.files.get(id.file_id)?;
         self.stats.reads.fetch_add(1, Relaxed);
         let recovery = self.recovery.load(Acquire);
-        let existed = match file.try_read_page(id.block as u64, buf, who) {
+        // A page whose in-place write is deferred is read from its copy.
+        let read = if self.page_write_protection().read_deferred(id, buf, who)? {
+            Ok(PageRead::Whole)
+        } else {
+            file.try_read_page(id.block as u64, buf, who)
+        };
+        let existed = match read {
             // As a page that fails its checks: redo may rewrite it whole
             // from an image (a rewrite replaces a bad sector).
             Err(Error::UnreadablePage { .. }) if recovery => {
@@ -422,6 +428,7 @@ impl BufferPool {
     /// Discards every frame of a dropped file without writing it.
     pub fn discard_file(&self, file_id: u32) {
         self.dropped_files.lock().insert(file_id);
+        self.page_write_protection().forget_file(file_id);
         for f in self.frames.iter() {
             if let Some(id) = f.page().filter(|p| p.file_id == file_id) {
                 self.discard(id, true);

@@ -50,7 +50,22 @@ pub trait WalFlush: Send + Sync {
 
 /// What [`PageWriteProtection::before_in_place_writes`] hands back, for
 /// the matching [`PageWriteProtection::after_in_place_writes`].
-pub type WriteTicket = u64;
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteTicket {
+    /// The protection's own handle on the batch.
+    pub entry: u64,
+    /// By index in the batch: pages whose in-place write the protection
+    /// deferred (it holds their durable copy, serves their reads and
+    /// writes them in place later). Empty: none.
+    pub deferred: Vec<bool>,
+}
+
+impl WriteTicket {
+    /// Whether the pool writes page `i` of the batch in place now.
+    pub fn in_place(&self, i: usize) -> bool {
+        !self.deferred.get(i).copied().unwrap_or(false)
+    }
+}
 
 /// Torn-page protection as the buffer pool sees it (implemented in
 /// `crate::protect`): called with every batch of page copies, in
@@ -90,6 +105,22 @@ pub trait PageWriteProtection: Send + Sync {
     fn sync_ahead(&self, _who: Issuer) -> Result<usize> {
         Ok(0)
     }
+
+    /// Reads page `id` into `buf` if the protection holds its newest
+    /// version (a deferred in-place write); false: read the data file.
+    fn read_deferred(&self, _id: PageId, _buf: &mut [u8], _who: Issuer) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Writes every deferred page in place (a shutdown checkpoint, before
+    /// its data-file fsyncs, so the data files alone hold the database).
+    /// Returns the pages written.
+    fn write_back_all(&self, _who: Issuer) -> Result<usize> {
+        Ok(0)
+    }
+
+    /// File `file_id` was dropped: its deferred pages are never written.
+    fn forget_file(&self, _file_id: u32) {}
 }
 
 /// Checks a page's own structure after the header checks (for B+tree nodes).

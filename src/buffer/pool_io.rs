@@ -93,6 +93,24 @@ impl DataFiles {
         Ok(())
     }
 
+    /// Writes sorted `pages` in place, one vectored write per run of
+    /// consecutive blocks.
+    pub fn write_in_place(&self, pages: &[(PageId, &[u8])], who: Issuer) -> Result<()> {
+        let ids: Vec<PageId> = pages.iter().map(|p| p.0).collect();
+        for run in block_runs(&ids) {
+            let first = ids[run.start];
+            let file = self.get(first.file_id)?;
+            let bufs: Vec<&[u8]> = pages[run].iter().map(|p| p.1).collect();
+            file.write_pages(first.block as u64, &bufs, who)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the segment file holding `block` of `file_id` exists.
+    pub fn has_segment_for(&self, file_id: u32, block: u32) -> Result<bool> {
+        self.get(file_id)?.has_segment_for(block as u64)
+    }
+
     /// Deletes every segment of `file_id` (a dropped table).
     pub fn remove(&self, file_id: u32, who: Issuer) -> Result<()> {
         self.files.write().remove(&file_id);
@@ -276,7 +294,13 @@ impl BufferPool {
                         self.poison();
                     }
                 })?;
-            let written = self.write_runs(part, who);
+            let in_place: Vec<&PageCopy> = part
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| ticket.in_place(i))
+                .map(|(_, c)| c)
+                .collect();
+            let written = self.write_runs(&in_place, who);
             protection.after_in_place_writes(ticket, part);
             written?;
         }
@@ -298,15 +322,9 @@ impl BufferPool {
     }
 
     /// Writes sorted copies, one vectored write per run of consecutive blocks.
-    fn write_runs(&self, copies: &[PageCopy], who: Issuer) -> Result<()> {
-        let ids: Vec<PageId> = copies.iter().map(|c| c.id).collect();
-        for run in block_runs(&ids) {
-            let first = ids[run.start];
-            let file = self.files.get(first.file_id)?;
-            let bufs: Vec<&[u8]> = copies[run].iter().map(|c| c.bytes.as_slice()).collect();
-            file.write_pages(first.block as u64, &bufs, who)?;
-        }
-        Ok(())
+    fn write_runs(&self, copies: &[&PageCopy], who: Issuer) -> Result<()> {
+        let pages: Vec<(PageId, &[u8])> = copies.iter().map(|c| (c.id, c.bytes())).collect();
+        self.files.write_in_place(&pages, who)
     }
 
     /// Marks every page dirty now as one the running checkpoint must see

@@ -112,6 +112,13 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
         }
         schedule.pause(done as f64 / units);
     }
+    // Evicted pages whose in-place write was deferred go in place now,
+    // made durable by the fsyncs below: recovery restores only copies at or
+    // above the redo point, so below it the data files must hold every page.
+    engine
+        .pool
+        .page_write_protection()
+        .write_back_all(Issuer::Checkpointer)?;
     let writes_done = clock.now();
     let files_synced = engine
         .pool

@@ -246,6 +246,10 @@ pub struct CrashTestOptions {
     /// `wal_compression` of every opening (default off): recovery then
     /// restores compressed page images.
     pub wal_compression: WalCompression,
+    /// `double_write_defer_in_place` of every opening (default off): pages
+    /// written through the area go in place only when their slots are
+    /// reused, and recovery restores those a crash left only in the area.
+    pub double_write_defer_in_place: bool,
 }
 
 impl Default for CrashTestOptions {
@@ -266,6 +270,7 @@ impl Default for CrashTestOptions {
             eio_targets: vec![FileKind::Wal, FileKind::Data, FileKind::Control],
             buffer_pool_pages: None,
             wal_compression: WalCompression::Off,
+            double_write_defer_in_place: false,
         }
     }
 }

@@ -86,6 +86,7 @@ pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options 
     // Writers fsync data files themselves before reusing a slot: a
     // syncer thread's timing would make an iteration replay differently.
     o.double_write_sync_ahead = false;
+    o.double_write_defer_in_place = opts.double_write_defer_in_place;
     o
 }
 

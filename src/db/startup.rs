@@ -111,6 +111,7 @@ pub(super) fn open(
         system_id: control.system_id,
         files: &files,
         options: &options,
+        checksums: settings.data_checksums,
         first_batch_seq,
         double_write_stats: &double_write_stats,
     };

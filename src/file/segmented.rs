@@ -127,6 +127,13 @@ impl SegmentedFile {
         Ok(Some(file))
     }
 
+    /// Whether the segment holding `block` exists (opened, or on disk).
+    pub fn has_segment_for(&self, block: u64) -> Result<bool> {
+        Ok(self
+            .segment(block / self.pages_per_segment, false)?
+            .is_some())
+    }
+
     /// Reads one page. A block beyond the end of the file, or a partial
     /// one, is an error naming the file and block.
     pub fn read_page(&self, block: u64, buf: &mut [u8], who: Issuer) -> Result<()> {

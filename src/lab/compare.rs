@@ -42,6 +42,8 @@ pub struct BenchConfig {
     pub double_write_buffer_size: u64,
     /// `double_write_eviction_pages` (used under double_writes only).
     pub double_write_eviction_pages: u32,
+    /// `double_write_defer_in_place` (used under double_writes only).
+    pub double_write_defer_in_place: bool,
     /// A name that tells apart copies of one configuration (`untorn bench
     /// --aa`: `a` and `b`); shown as the `copy` setting. Changes nothing in
     /// the engine.
@@ -66,6 +68,7 @@ impl Default for BenchConfig {
             bgwriter_lru_maxpages: Options::default().bgwriter_lru_maxpages,
             double_write_buffer_size: Options::default().double_write_buffer_size,
             double_write_eviction_pages: Options::default().double_write_eviction_pages,
+            double_write_defer_in_place: Options::default().double_write_defer_in_place,
             copy: None,
         }
     }
@@ -96,6 +99,7 @@ impl BenchConfig {
             bgwriter_lru_maxpages: self.bgwriter_lru_maxpages,
             double_write_buffer_size: self.double_write_buffer_size,
             double_write_eviction_pages: self.double_write_eviction_pages,
+            double_write_defer_in_place: self.double_write_defer_in_place,
             ..Options::default()
         }
     }
@@ -128,13 +132,13 @@ impl BenchConfig {
         );
         m.insert(
             "synchronous_commit".into(),
-            if self.synchronous_commit { "on" } else { "off" }.into(),
+            on_off(self.synchronous_commit).into(),
         );
         m.insert("device".into(), self.device.clone());
         m.insert("wal_compression".into(), self.wal_compression.to_string());
         m.insert(
             "checkpoint_sort".into(),
-            if self.checkpoint_sort { "on" } else { "off" }.into(),
+            on_off(self.checkpoint_sort).into(),
         );
         m.insert(
             "checkpoint_completion_target".into(),
@@ -152,10 +156,22 @@ impl BenchConfig {
             "double_write_eviction_pages".into(),
             o.double_write_eviction_pages.to_string(),
         );
+        m.insert(
+            "double_write_defer_in_place".into(),
+            on_off(o.double_write_defer_in_place).into(),
+        );
         if let Some(copy) = &self.copy {
             m.insert("copy".into(), copy.clone());
         }
         m
+    }
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
     }
 }
 

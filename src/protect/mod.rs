@@ -43,7 +43,7 @@ pub struct InPlaceWrites;
 
 impl PageWriteProtection for InPlaceWrites {
     fn before_in_place_writes(&self, _pages: &[PageCopy], _who: Issuer) -> Result<WriteTicket> {
-        Ok(0)
+        Ok(WriteTicket::default())
     }
 }
 
@@ -54,6 +54,8 @@ pub struct WritePathContext<'a> {
     pub system_id: u64,
     pub files: &'a Arc<DataFiles>,
     pub options: &'a Options,
+    /// The database's page checksums.
+    pub checksums: ChecksumAlgorithm,
     /// Above every batch sequence the area held.
     pub first_batch_seq: u64,
     /// The engine's double-write counters: one set per opening, whichever
@@ -71,8 +73,11 @@ pub fn page_write_protection(
     match mode {
         TornPageProtection::FullPages | TornPageProtection::Off => Ok(Arc::new(InPlaceWrites)),
         TornPageProtection::DoubleWrites => {
-            let settings =
-                double_writes::AreaSettings::from_options(cx.options, cx.files.page_size())?;
+            let settings = double_writes::AreaSettings::from_options(
+                cx.options,
+                cx.files.page_size(),
+                cx.checksums,
+            )?;
             Ok(Arc::new(double_writes::DoubleWrites::open(
                 cx.fs,
                 cx.dir,

@@ -104,12 +104,18 @@ fn switch(
         system_id: engine.control.lock().system_id,
         files: engine.pool.files(),
         options: &engine.options,
+        checksums,
         first_batch_seq,
         double_write_stats: &engine.double_write_stats,
     };
-    engine
-        .pool
-        .set_page_write_protection(super::page_write_protection(to, &cx)?);
+    let new = super::page_write_protection(to, &cx)?;
+    // Pages the old write path deferred go in place first, durably: the new
+    // one neither knows nor serves them, and its area may be removed.
+    let old = engine.pool.page_write_protection();
+    if engine.stop_if_fatal(old.write_back_all(Issuer::Recovery))? > 0 {
+        engine.stop_if_fatal(engine.pool.files().sync_all(Issuer::Recovery))?;
+    }
+    engine.pool.set_page_write_protection(new);
     let mut control = engine.control.lock();
     // The checkpoint completed: the control file names its redo point and
     // says "in production". Anything else would switch over WAL written

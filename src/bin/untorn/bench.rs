@@ -64,6 +64,10 @@ pub struct BenchArgs {
     /// double_write_eviction_pages: pages a client writing a dirty victim writes at once (double_writes only).
     #[arg(long, default_value_t = 32)]
     double_write_eviction_pages: u32,
+    /// double_write_defer_in_place settings to compare (on, off): in-place
+    /// writes wait for the slots' reuse (double_writes only).
+    #[arg(long, value_delimiter = ',', default_value = "off")]
+    double_write_defer_in_place: Vec<String>,
     /// Background writer settings to compare: on (bgwriter_lru_maxpages
     /// 100, the default), off (0), or a bgwriter_lru_maxpages (1 to 1000).
     #[arg(long, value_delimiter = ',', default_value = "on")]
@@ -219,21 +223,16 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
     expand(&mut out, &compressions, |c, v| c.wal_compression = v);
     expand(&mut out, &sorts, |c, v| c.checkpoint_sort = v);
     expand(&mut out, &bgwriters, |c, v| c.bgwriter_lru_maxpages = v);
-    // The area's size is an axis of double_writes only.
-    out = out
-        .into_iter()
-        .flat_map(|c| {
-            let sizes = if c.protection == TornPageProtection::DoubleWrites {
-                a.double_write_buffer_size.clone()
-            } else {
-                a.double_write_buffer_size[..1].to_vec()
-            };
-            sizes.into_iter().map(move |size| BenchConfig {
-                double_write_buffer_size: size,
-                ..c.clone()
-            })
-        })
-        .collect();
+    // The area's settings are axes of double_writes only.
+    let defers = a
+        .double_write_defer_in_place
+        .iter()
+        .map(|v| on_off("double_write_defer_in_place", v))
+        .collect::<untorn::Result<Vec<bool>>>()?;
+    expand_double_writes(&mut out, &a.double_write_buffer_size, |c, v| {
+        c.double_write_buffer_size = v
+    });
+    expand_double_writes(&mut out, &defers, |c, v| c.double_write_defer_in_place = v);
     for c in &out {
         c.options(0).creation.or_defaults().validate()?;
         c.options(0).validate()?;
@@ -276,6 +275,30 @@ fn expand<T: Copy>(
     *configs = configs
         .iter()
         .flat_map(|c| {
+            values.iter().map(|&v| {
+                let mut c = c.clone();
+                set(&mut c, v);
+                c
+            })
+        })
+        .collect();
+}
+
+/// [`expand`] for an axis of double_writes only: the other modes keep
+/// their first value.
+fn expand_double_writes<T: Copy>(
+    configs: &mut Vec<BenchConfig>,
+    values: &[T],
+    set: impl Fn(&mut BenchConfig, T),
+) {
+    *configs = configs
+        .iter()
+        .flat_map(|c| {
+            let values = if c.protection == TornPageProtection::DoubleWrites {
+                values
+            } else {
+                &values[..1]
+            };
             values.iter().map(|&v| {
                 let mut c = c.clone();
                 set(&mut c, v);

@@ -47,6 +47,10 @@ pub struct CrashTestArgs {
     /// WAL compression of full-page images: off, lz4 or zstd.
     #[arg(long, default_value = "off")]
     wal_compression: String,
+    /// double_write_defer_in_place: pages written through the double-write
+    /// area go in place only when their slots are reused.
+    #[arg(long)]
+    double_write_defer_in_place: bool,
     /// Where failing iterations save their traces [default: the system's
     /// temporary directory].
     #[arg(long)]
@@ -71,6 +75,7 @@ pub fn run(a: &CrashTestArgs) -> untorn::Result<ExitCode> {
         buffer_pool_pages: a.buffer_pool_pages,
         trace_dir: a.trace_dir.clone(),
         wal_compression: a.wal_compression.parse()?,
+        double_write_defer_in_place: a.double_write_defer_in_place,
         ..CrashTestOptions::default()
     };
     if let Some(p) = &a.protection {

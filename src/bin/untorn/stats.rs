@@ -211,6 +211,10 @@ fn print_text(s: &Statistics) {
                 f.slot_syncs.to_string(),
                 f.slot_waits.to_string(),
                 f.syncs_ahead.to_string(),
+                f.deferred.to_string(),
+                f.written_back.to_string(),
+                f.obsolete.to_string(),
+                f.reads.to_string(),
             ]
         })
         .collect();
@@ -227,6 +231,10 @@ fn print_text(s: &Statistics) {
                 "slot syncs",
                 "slot waits",
                 "syncs ahead",
+                "deferred",
+                "written back",
+                "obsolete",
+                "area reads",
             ],
             rows
         )

@@ -112,6 +112,12 @@ fn open_for_batches(fs: &dyn FileSystem, path: &Path) -> Result<BatchFile> {
     }
 }
 
+/// The shard's file opened without O_DIRECT, for reads of deferred pages
+/// that the page cache may hold.
+pub fn open_for_reads(fs: &dyn FileSystem, path: &Path) -> Result<Arc<dyn File>> {
+    fs.open(path, FileKind::DoubleWrite, OpenOptions::read_only())
+}
+
 /// `len` bytes aligned for O_DIRECT (at 4096), zeroed.
 pub struct AlignedBuf {
     bytes: Vec<u8>,

@@ -14,17 +14,25 @@
 //! 4. The pool writes the pages in place, then calls
 //!    `after_in_place_writes`, which records each data file's durability
 //!    mark: the entry's blocks are reusable once those are durable.
+//!
+//! With `double_write_defer_in_place`, step 4 waits for the slots' reuse
+//! ([`super::deferred`]): the pool skips the in-place writes of pages this
+//! returns as deferred, reads them from the area meanwhile, and the writer
+//! that needs their blocks (or the syncer ahead of it) writes them in
+//! place, unless a newer copy made them obsolete.
 
 use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard};
+use super::deferred::{DeferredCopy, DeferredPages, Location};
 use super::ring::{Mark, Reserve, Ring};
 use super::shard_file::{self, shard_of, AlignedBuf, GroupSync};
 use super::stats::DoubleWriteStats;
-use crate::buffer::{DataFiles, PageCopy, PageWriteProtection, WriteTicket};
+use crate::buffer::{DataFiles, PageCopy, PageId, PageWriteProtection, WriteTicket};
 use crate::error::{Error, Result};
 use crate::file::segmented::{DurabilityMark, SegmentedFile};
 use crate::file::{File, FileSystem, Issuer};
 use crate::options::Options;
 use crate::page::page_lsn;
+use crate::settings::ChecksumAlgorithm;
 use parking_lot::{Condvar, Mutex};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::*};
@@ -39,6 +47,11 @@ pub struct AreaSettings {
     pub batch_pages: usize,
     /// Pages a client that must write a dirty victim writes at once.
     pub eviction_pages: usize,
+    /// `double_write_defer_in_place`: in-place writes wait for the slots'
+    /// reuse.
+    pub defer_in_place: bool,
+    /// The database's page checksums (reads from the area check them).
+    pub checksums: ChecksumAlgorithm,
 }
 
 /// Counters of one shard.
@@ -60,6 +73,14 @@ pub struct ShardStats {
     /// Data-file fsyncs the background syncer ran ahead of the writers
     /// (`double_write_sync_ahead`).
     pub syncs_ahead: AtomicU64,
+    /// Pages whose in-place write was deferred (`double_write_defer_in_place`).
+    pub deferred: AtomicU64,
+    /// Deferred pages written in place when their slots were needed.
+    pub written_back: AtomicU64,
+    /// Deferred pages never written in place: a newer copy replaced them.
+    pub obsolete: AtomicU64,
+    /// Pages the pool read from this shard instead of their data file.
+    pub reads: AtomicU64,
 }
 
 /// A data file's mark, for the ring.
@@ -78,6 +99,9 @@ impl Mark for FileMark {
 struct ShardWriter {
     shard: Shard,
     file: Arc<dyn File>,
+    /// The same file without O_DIRECT, for reads of deferred pages: the
+    /// page cache may hold them.
+    reader: Arc<dyn File>,
     /// Opened with O_DIRECT: a write goes from an aligned copy.
     direct: bool,
     ring: Mutex<Ring<FileMark>>,
@@ -89,6 +113,8 @@ struct ShardWriter {
 
 /// `torn_page_protection = double_writes` as the buffer pool sees it.
 pub struct DoubleWrites {
+    /// The database directory (the area lies under it).
+    dir: std::path::PathBuf,
     files: Arc<DataFiles>,
     page_size: usize,
     settings: AreaSettings,
@@ -97,17 +123,22 @@ pub struct DoubleWrites {
     next_batch_seq: AtomicU64,
     /// Indexed by [`Shard::number`].
     shards: Vec<ShardWriter>,
+    deferred: DeferredPages,
 }
 
-/// A ticket: the shard in the top byte, the ring's entry below.
-fn ticket_of(shard: Shard, entry: u64) -> WriteTicket {
+/// A ticket's entry: the shard in the top byte, the ring's entry below.
+fn ticket_of(shard: Shard, entry: u64) -> u64 {
     (shard.number() as u64) << 56 | entry
 }
 
 impl AreaSettings {
     /// The area for `options` at `page_size`; refuses values out of range,
     /// naming the setting.
-    pub fn from_options(options: &Options, page_size: usize) -> Result<AreaSettings> {
+    pub fn from_options(
+        options: &Options,
+        page_size: usize,
+        checksums: ChecksumAlgorithm,
+    ) -> Result<AreaSettings> {
         let size = options.double_write_buffer_size;
         let pages = size / page_size as u64;
         if !size.is_multiple_of(page_size as u64) || !(2..=65_536).contains(&pages) {
@@ -139,6 +170,8 @@ impl AreaSettings {
             area_blocks: pages as u32,
             batch_pages: batch,
             eviction_pages: eviction,
+            defer_in_place: options.double_write_defer_in_place,
+            checksums,
         })
     }
 }
@@ -170,9 +203,11 @@ impl DoubleWrites {
                 system_id,
             };
             let opened = shard_file::open_or_create(fs, dir, &header, Issuer::Recovery)?;
+            let reader = shard_file::open_for_reads(fs, &shard.path(dir))?;
             shards.push(ShardWriter {
                 shard,
                 file: opened.file,
+                reader,
                 direct: opened.direct,
                 ring: Mutex::new(Ring::new(settings.area_blocks)),
                 ring_changed: Condvar::new(),
@@ -181,11 +216,13 @@ impl DoubleWrites {
             });
         }
         Ok(DoubleWrites {
+            dir: dir.to_path_buf(),
             files,
             page_size,
             settings,
             next_batch_seq: AtomicU64::new(first_batch_seq.max(1)),
             shards,
+            deferred: DeferredPages::default(),
         })
     }
 
@@ -219,19 +256,25 @@ impl DoubleWrites {
                     sync_files(&marks, who, &w.stats.slot_syncs)?;
                     ring = w.ring.lock();
                 }
+                Reserve::WriteBackFirst(entry) => {
+                    drop(ring);
+                    self.write_back(w, entry, who)?;
+                    ring = w.ring.lock();
+                }
             }
         }
     }
 
     /// Writes `pages` as batches at block `start` of `w`'s file, in one
     /// vectored write, and waits for an fsync covering it.
+    /// Returns each page's block.
     fn write_batches(
         &self,
         w: &ShardWriter,
         start: u32,
         pages: &[PageCopy],
         who: Issuer,
-    ) -> Result<()> {
+    ) -> Result<Vec<u32>> {
         let metas: Vec<BatchPage<'_>> = pages
             .iter()
             .map(|c| BatchPage {
@@ -242,8 +285,10 @@ impl DoubleWrites {
             })
             .collect();
         let mut headers = Vec::new();
+        let mut blocks = Vec::with_capacity(pages.len());
         let mut position = start;
         for batch in metas.chunks(self.settings.batch_pages) {
+            blocks.extend((0..batch.len() as u32).map(|i| position + 1 + i));
             let seq = self.next_batch_seq.fetch_add(1, Relaxed);
             headers.push(encode_batch_header(
                 w.shard,
@@ -279,44 +324,107 @@ impl DoubleWrites {
         if w.group.after_write(w.file.as_ref(), who)? {
             w.stats.fsyncs.fetch_add(1, Relaxed);
         }
-        Ok(())
+        Ok(blocks)
     }
 
-    fn complete(&self, ticket: WriteTicket, marks: Vec<FileMark>) {
+    fn complete(&self, ticket: u64, marks: Vec<FileMark>, deferred: bool) {
         let w = &self.shards[(ticket >> 56) as usize];
-        w.ring.lock().complete(ticket & ((1 << 56) - 1), marks);
+        w.ring
+            .lock()
+            .complete(ticket & ((1 << 56) - 1), marks, deferred);
         w.ring_changed.notify_all();
+    }
+
+    /// Which of `pages` wait for their slots' reuse to go in place: none
+    /// unless `double_write_defer_in_place`, and never a page whose
+    /// segment file does not exist yet (recovery takes a missing file for
+    /// a dropped one).
+    fn to_defer(&self, pages: &[PageCopy], who: Issuer) -> Result<Vec<bool>> {
+        // The checkpoint's pages go in place at once: it must write them
+        // in place before it completes anyway.
+        if !self.settings.defer_in_place || shard_of(who) == Shard::Checkpointer {
+            return Ok(Vec::new());
+        }
+        pages
+            .iter()
+            .map(|c| self.files.has_segment_for(c.id().file_id, c.id().block))
+            .collect()
+    }
+
+    /// Data-file marks of the files `ids` were written to.
+    fn marks_of(&self, ids: impl Iterator<Item = PageId>) -> Vec<FileMark> {
+        let mut marks: Vec<FileMark> = Vec::new();
+        for id in ids {
+            if marks.iter().any(|m| m.file.file_id() == id.file_id) {
+                continue;
+            }
+            // DataFiles::get opens nothing (segments open lazily), so it
+            // cannot fail for a file just written.
+            if let Ok(file) = self.files.get(id.file_id) {
+                let mark = file.durability_mark();
+                marks.push(FileMark { file, mark });
+            }
+        }
+        marks
     }
 }
 
 impl PageWriteProtection for DoubleWrites {
     fn before_in_place_writes(&self, pages: &[PageCopy], who: Issuer) -> Result<WriteTicket> {
+        let deferred = self.to_defer(pages, who)?;
         let w = &self.shards[shard_of(who).number() as usize];
         let (entry, start) = self.reserve(w, pages.len(), who)?;
         let ticket = ticket_of(w.shard, entry);
-        if let Err(e) = self.write_batches(w, start, pages, who) {
-            // Nothing goes in place: the entry holds nothing relied on.
-            self.complete(ticket, Vec::new());
-            return Err(e);
+        let blocks = match self.write_batches(w, start, pages, who) {
+            Ok(blocks) => blocks,
+            Err(e) => {
+                // Nothing goes in place: the entry holds nothing relied on.
+                self.complete(ticket, Vec::new(), false);
+                return Err(e);
+            }
+        };
+        let copies: Vec<DeferredCopy> = pages
+            .iter()
+            .zip(&blocks)
+            .zip(&deferred)
+            .filter(|(_, &defer)| defer)
+            .map(|((c, &block), _)| DeferredCopy {
+                id: c.id(),
+                at: Location {
+                    shard: w.shard,
+                    block,
+                    lsn: page_lsn(c.bytes()),
+                },
+            })
+            .collect();
+        // Written in place from a newer version than any deferred copy.
+        self.deferred.supersede(
+            pages
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| !deferred.get(i).copied().unwrap_or(false))
+                .map(|(_, c)| c.id()),
+        );
+        if !copies.is_empty() {
+            w.stats.deferred.fetch_add(copies.len() as u64, Relaxed);
+            // Durable now: from here on the copy is the page's newest version.
+            self.deferred.defer(w.shard, entry, copies);
         }
-        Ok(ticket)
+        Ok(WriteTicket {
+            entry: ticket,
+            deferred,
+        })
     }
 
     fn after_in_place_writes(&self, ticket: WriteTicket, pages: &[PageCopy]) {
-        let mut marks: Vec<FileMark> = Vec::new();
-        for c in pages {
-            let id = c.id().file_id;
-            if marks.iter().any(|m| m.file.file_id() == id) {
-                continue;
-            }
-            // DataFiles::get opens nothing (segments open lazily), so it
-            // cannot fail for a file the pool just wrote.
-            if let Ok(file) = self.files.get(id) {
-                let mark = file.durability_mark();
-                marks.push(FileMark { file, mark });
-            }
-        }
-        self.complete(ticket, marks);
+        let in_place = pages
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| ticket.in_place(i))
+            .map(|(_, c)| c.id());
+        let marks = self.marks_of(in_place);
+        let deferred = ticket.deferred.iter().any(|&d| d);
+        self.complete(ticket.entry, marks, deferred);
     }
 
     fn eviction_batch(&self) -> usize {
@@ -330,11 +438,45 @@ impl PageWriteProtection for DoubleWrites {
     fn sync_ahead(&self, who: Issuer) -> Result<usize> {
         let mut done = 0;
         for w in &self.shards {
+            // Deferred pages go in place a quarter of the area ahead of the
+            // writers: late enough that many were made obsolete, early
+            // enough that their data files' fsync is done before the reuse.
+            let claimed = w
+                .ring
+                .lock()
+                .claim_deferred_ahead(self.settings.area_blocks / 4);
+            self.write_back_claimed(w, &claimed, who)?;
             let window = self.settings.area_blocks / 2;
             let marks = w.ring.lock().pending_ahead(window);
             done += sync_files(&marks, who, &w.stats.syncs_ahead)?;
         }
         Ok(done)
+    }
+
+    fn read_deferred(&self, id: PageId, buf: &mut [u8], who: Issuer) -> Result<bool> {
+        self.read_deferred_page(id, buf, who)
+    }
+
+    fn write_back_all(&self, who: Issuer) -> Result<usize> {
+        let mut done = 0;
+        for w in &self.shards {
+            let claimed = w
+                .ring
+                .lock()
+                .claim_deferred_ahead(self.settings.area_blocks);
+            done += self.write_back_claimed(w, &claimed, who)?;
+            // And those another writer is writing back: in place before
+            // the caller's fsyncs.
+            let mut ring = w.ring.lock();
+            while ring.writing_back() > 0 {
+                w.ring_changed.wait(&mut ring);
+            }
+        }
+        Ok(done)
+    }
+
+    fn forget_file(&self, file_id: u32) {
+        self.deferred.forget_file(file_id);
     }
 
     fn max_batch(&self) -> usize {
@@ -359,6 +501,9 @@ fn sync_files(marks: &[FileMark], who: Issuer, count: &AtomicU64) -> Result<usiz
     }
     Ok(synced.len())
 }
+
+#[path = "write_back.rs"]
+mod write_back;
 
 #[cfg(test)]
 #[path = "writer_tests.rs"]

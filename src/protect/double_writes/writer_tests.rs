@@ -20,6 +20,20 @@ struct Setup {
 }
 
 fn setup(area_blocks: u32, batch_pages: usize) -> Setup {
+    setup_with(area_blocks, batch_pages, false)
+}
+
+fn area(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> AreaSettings {
+    AreaSettings {
+        area_blocks,
+        batch_pages,
+        eviction_pages: 32,
+        defer_in_place,
+        checksums: ChecksumAlgorithm::Crc32c,
+    }
+}
+
+fn setup_with(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
@@ -29,17 +43,12 @@ fn setup(area_blocks: u32, batch_pages: usize) -> Setup {
         ..Default::default()
     };
     let files = Arc::new(DataFiles::new(fs.clone(), &dir.join("data"), &settings));
-    let area = AreaSettings {
-        area_blocks,
-        batch_pages,
-        eviction_pages: 32,
-    };
     let dw = DoubleWrites::open(
         fs.as_ref(),
         &dir,
         SYSTEM_ID,
         files.clone(),
-        area,
+        area(area_blocks, batch_pages, defer_in_place),
         40,
         &DoubleWriteStats::default(),
     )
@@ -60,10 +69,15 @@ fn page(file_id: u32, block: u32, lsn: u64) -> PageCopy {
     PageCopy::for_tests(PageId::new(file_id, block), bytes)
 }
 
-/// What the pool does around a call: protect, write in place, complete.
+/// What the pool does around a call: protect, write in place (the pages
+/// not deferred), complete.
 fn write(s: &Setup, pages: &[PageCopy], who: Issuer) {
     let ticket = s.dw.before_in_place_writes(pages, who).unwrap();
-    for p in pages {
+    for (_, p) in pages
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| ticket.in_place(i))
+    {
         let file = s.files.get(p.id().file_id).unwrap();
         file.write_pages(p.id().block as u64, &[p.bytes()], who)
             .unwrap();
@@ -140,11 +154,7 @@ fn another_size_creates_the_shard_again_and_another_database_is_refused() {
     let s = setup(8, 4);
     write(&s, &[page(7, 1, 100)], Issuer::Checkpointer);
     let fs = PosixFileSystem::default();
-    let bigger = AreaSettings {
-        area_blocks: 16,
-        batch_pages: 4,
-        eviction_pages: 32,
-    };
+    let bigger = area(16, 4, false);
     let stats = DoubleWriteStats::default();
     DoubleWrites::open(&fs, &s.dir, SYSTEM_ID, s.files.clone(), bigger, 1, &stats).unwrap();
     let len = std::fs::metadata(Shard::Checkpointer.path(&s.dir))
@@ -172,26 +182,28 @@ fn sizes_out_of_range_are_refused_by_name() {
         double_write_buffer_size: 4096,
         ..Options::default()
     };
-    let e = AreaSettings::from_options(&o, PS).unwrap_err().to_string();
+    let e = AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("double_write_buffer_size"), "{e}");
     o.double_write_buffer_size = 16 << 20;
     o.double_write_batch_pages = 170;
-    let e = AreaSettings::from_options(&o, PS).unwrap_err().to_string();
+    let e = AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("double_write_batch_pages") && e.contains("169"),
         "{e}"
     );
     o.double_write_batch_pages = 169;
     assert_eq!(
-        AreaSettings::from_options(&o, PS).unwrap(),
-        AreaSettings {
-            area_blocks: 4096,
-            batch_pages: 169,
-            eviction_pages: 32,
-        }
+        AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c).unwrap(),
+        area(4096, 169, false)
     );
     o.double_write_eviction_pages = 0;
-    let e = AreaSettings::from_options(&o, PS).unwrap_err().to_string();
+    let e = AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("double_write_eviction_pages"), "{e}");
 }
 
@@ -209,4 +221,125 @@ fn sync_ahead_makes_the_next_slots_durable_so_the_writer_does_not_wait() {
     assert_eq!(s.dw.sync_ahead(Issuer::BackgroundWriter).unwrap(), 0);
     write(&s, &[page(7, 3, 102)], Issuer::Client);
     assert_eq!(stats.slot_syncs.load(Relaxed), 0);
+}
+
+/// The LSN of page `block` of file 7 as its data file holds it (None: not
+/// written in place).
+fn lsn_in_place(s: &Setup, block: u32) -> Option<u64> {
+    let mut buf = vec![0u8; PS];
+    let file = s.files.get(7).unwrap();
+    match file
+        .try_read_page(block as u64, &mut buf, Issuer::Client)
+        .unwrap()
+    {
+        crate::file::segmented::PageRead::Whole if buf.iter().any(|&b| b != 0) => {
+            Some(page_lsn(&buf).0)
+        }
+        _ => None,
+    }
+}
+
+fn lsn_read(s: &Setup, block: u32) -> Option<u64> {
+    let mut buf = vec![0u8; PS];
+    s.dw.read_deferred(PageId::new(7, block), &mut buf, Issuer::Client)
+        .unwrap()
+        .then(|| page_lsn(&buf).0)
+}
+
+#[test]
+fn deferred_pages_are_read_from_the_area_and_go_in_place_at_reuse() {
+    // Four blocks: two one-page batches fill the area.
+    let s = setup_with(4, 8, true);
+    // A page whose file has no segment yet goes in place at once.
+    write(&s, &[page(7, 5, 1)], Issuer::Client);
+    assert_eq!(lsn_in_place(&s, 5), Some(1));
+    let stats = s.dw.stats(Shard::ClientEvictions);
+    assert_eq!(stats.deferred.load(Relaxed), 0);
+    // Now the segment exists: page 0 is deferred, served from the area.
+    write(&s, &[page(7, 0, 50)], Issuer::Client);
+    assert_eq!(lsn_in_place(&s, 0), None, "deferred, not in place");
+    assert_eq!(lsn_read(&s, 0), Some(50), "served from the area");
+    // Page 1, then a newer copy of it, which needs page 0's blocks: page 0
+    // goes in place first.
+    write(&s, &[page(7, 1, 100)], Issuer::Client);
+    write(&s, &[page(7, 1, 200)], Issuer::Client);
+    assert_eq!(stats.written_back.load(Relaxed), 1);
+    assert_eq!(lsn_in_place(&s, 0), Some(50));
+    assert_eq!(lsn_read(&s, 0), None, "in place now: read the data file");
+    assert_eq!(lsn_read(&s, 1), Some(200));
+    // Page 1's first copy is reused without ever going in place.
+    write(&s, &[page(7, 2, 300)], Issuer::Client);
+    assert_eq!(
+        (
+            stats.written_back.load(Relaxed),
+            stats.obsolete.load(Relaxed)
+        ),
+        (1, 1)
+    );
+    assert_eq!(lsn_in_place(&s, 1), None);
+    // The next reuse writes page 1's newest copy in place.
+    write(&s, &[page(7, 3, 400)], Issuer::Client);
+    assert_eq!(lsn_in_place(&s, 1), Some(200));
+    assert_eq!(lsn_read(&s, 1), None);
+    assert_eq!(stats.deferred.load(Relaxed), 5);
+    assert!(stats.reads.load(Relaxed) >= 2);
+    // A shutdown writes every deferred page in place.
+    assert_eq!(s.dw.write_back_all(Issuer::Checkpointer).unwrap(), 2);
+    assert_eq!(
+        (lsn_in_place(&s, 2), lsn_in_place(&s, 3)),
+        (Some(300), Some(400))
+    );
+    assert_eq!(s.dw.write_back_all(Issuer::Checkpointer).unwrap(), 0);
+}
+
+#[test]
+fn the_syncer_writes_deferred_pages_back_ahead_of_the_writers() {
+    let s = setup_with(8, 8, true);
+    s.files
+        .get(7)
+        .unwrap()
+        .write_pages(0, &[page(7, 0, 1).bytes()], Issuer::Client)
+        .unwrap();
+    for (i, block) in (1..=4).enumerate() {
+        write(&s, &[page(7, block, 100 + i as u64)], Issuer::Client);
+    }
+    // The area is full; the next quarter (blocks 1, 2) holds page 1.
+    assert!(s.dw.sync_ahead(Issuer::BackgroundWriter).unwrap() >= 1);
+    assert_eq!(lsn_in_place(&s, 1), Some(100));
+    let stats = s.dw.stats(Shard::ClientEvictions);
+    write(&s, &[page(7, 5, 200)], Issuer::Client);
+    assert_eq!(stats.slot_syncs.load(Relaxed), 0, "done ahead");
+}
+
+#[test]
+fn deferred_pages_of_a_dropped_file_are_never_written() {
+    let s = setup_with(8, 8, true);
+    s.files
+        .get(7)
+        .unwrap()
+        .write_pages(0, &[page(7, 0, 1).bytes()], Issuer::Client)
+        .unwrap();
+    write(&s, &[page(7, 1, 100)], Issuer::Client);
+    assert_eq!(lsn_read(&s, 1), Some(100));
+    s.dw.forget_file(7);
+    assert_eq!(lsn_read(&s, 1), None);
+    assert_eq!(s.dw.write_back_all(Issuer::Checkpointer).unwrap(), 0);
+    assert_eq!(lsn_in_place(&s, 1), None);
+}
+
+#[test]
+fn a_page_written_in_place_later_is_no_longer_read_from_its_old_copy() {
+    // The crash laboratory's "live read was wrong": a page the background
+    // writer deferred, changed again and written by the checkpoint (in
+    // place at once), was then read from its stale copy.
+    let s = setup_with(8, 8, true);
+    write(&s, &[page(7, 0, 1)], Issuer::Client); // creates the segment
+    write(&s, &[page(7, 1, 100)], Issuer::BackgroundWriter);
+    assert_eq!(lsn_read(&s, 1), Some(100));
+    write(&s, &[page(7, 1, 200)], Issuer::Checkpointer);
+    assert_eq!(lsn_in_place(&s, 1), Some(200));
+    assert_eq!(lsn_read(&s, 1), None, "the data file holds the newest");
+    // Nor is the old copy written back over it.
+    s.dw.write_back_all(Issuer::Checkpointer).unwrap();
+    assert_eq!(lsn_in_place(&s, 1), Some(200));
 }
