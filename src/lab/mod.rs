@@ -19,6 +19,8 @@
 //! - [`cycles`]: checkpoint cycles folded onto one (the 100 ms series);
 //! - [`report`], [`plot`]: tables in the seeds' shape, CSV, plots and the
 //!   HTML report;
+//! - [`study`]: each seed's experiment rerun, its table beside ours with a
+//!   verdict per claim (`untorn study`);
 //! - [`checksum_bench`]: single-core throughput of the page checksums
 //!   (`untorn bench-checksums`).
 
@@ -34,4 +36,5 @@ pub mod prepare;
 pub mod report;
 pub mod result;
 pub mod runner;
+pub mod study;
 pub mod workload;

@@ -27,6 +27,7 @@ mod html;
 mod words;
 
 pub use csv_files::{write_csv, COMPARISON_CSV_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS};
+pub use html::{esc, ratio_chart, ChartRow, STYLE};
 pub use words::{change_words, per_txn_words, tps_words, verdicts, Verdict};
 
 /// Settings never added to a mode label: the label already names them.
@@ -123,7 +124,7 @@ impl Grid {
 }
 
 /// `1234567.8` → `1,234,568`.
-fn thousands(v: f64) -> String {
+pub fn thousands(v: f64) -> String {
     if !v.is_finite() {
         return v.to_string();
     }
@@ -143,7 +144,7 @@ fn thousands(v: f64) -> String {
 
 /// A figure with the precision its size deserves: `1,234`, `12.35`,
 /// `0.0726`.
-fn fmt_num(v: f64) -> String {
+pub fn fmt_num(v: f64) -> String {
     let a = v.abs();
     if a >= 1000.0 {
         thousands(v)
@@ -155,7 +156,7 @@ fn fmt_num(v: f64) -> String {
 }
 
 /// TPS as the seed prints it (`13,772`), with a decimal below 100.
-fn fmt_tps(v: f64) -> String {
+pub fn fmt_tps(v: f64) -> String {
     if v.abs() < 100.0 {
         format!("{v:.1}")
     } else {

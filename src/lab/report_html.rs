@@ -124,7 +124,7 @@ struct Page<'a> {
     pub settings: &'a BTreeMap<&'a str, Vec<Option<&'a str>>>,
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}\
+pub const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}\
 th,td{border:1px solid #ccc;padding:3px 8px}th{background:#f0f0f0}\
 td:first-child{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}\
@@ -136,7 +136,7 @@ tr.dist td{background:#fff3cd}tr.excl td{color:#999;text-decoration:line-through
 svg.ratios text{font-size:12px}";
 
 /// `s` made safe for HTML text and attribute values.
-pub(super) fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -398,6 +398,7 @@ fn summary(o: &mut String, sections: &[Section]) {
                 interval: v.comparison.tps,
                 plain: s.group[v.a].tps / s.group[v.b].tps,
                 color: plot::css_color(v.a),
+                reference: None,
             })
             .collect();
         ratio_chart(o, &rows);
@@ -405,18 +406,20 @@ fn summary(o: &mut String, sections: &[Section]) {
 }
 
 /// One row of [`ratio_chart`].
-struct ChartRow {
-    label: String,
-    interval: Option<RatioInterval>,
+pub struct ChartRow {
+    pub label: String,
+    pub interval: Option<RatioInterval>,
     /// The ratio of the medians, drawn as a hollow dot without an interval.
-    plain: f64,
-    color: String,
+    pub plain: f64,
+    pub color: String,
+    /// A reference ratio drawn as a hollow diamond (a study's seed figure).
+    pub reference: Option<f64>,
 }
 
 /// TPS ratios as dots with their intervals as error bars, on a log scale
 /// (0.5x and 2x equally far from 1x) with a dashed line at 1: a bar that
 /// crosses it is not resolved and is drawn grey.
-fn ratio_chart(o: &mut String, rows: &[ChartRow]) {
+pub fn ratio_chart(o: &mut String, rows: &[ChartRow]) {
     // About 7 px a character at 12 px: the longest label fits.
     let longest = rows.iter().map(|r| r.label.chars().count()).max();
     let label_w = (longest.unwrap_or(0) as f64 * 7.0).max(120.0);
@@ -426,9 +429,13 @@ fn ratio_chart(o: &mut String, rows: &[ChartRow]) {
     let (x0, x1) = (label_w + 10.0, label_w + 10.0 + PLOT_W);
     let width = x1 + 220.0;
     let height = TOP + ROW_H * rows.len() as f64 + 28.0;
-    let values = rows.iter().flat_map(|r| match r.interval {
-        Some(i) => vec![i.low, i.high],
-        None => vec![r.plain],
+    let values = rows.iter().flat_map(|r| {
+        let mut v = match r.interval {
+            Some(i) => vec![i.low, i.high],
+            None => vec![r.plain],
+        };
+        v.extend(r.reference);
+        v
     });
     let values: Vec<f64> = values
         .filter(|v| v.is_finite() && *v > 0.0)
@@ -483,6 +490,14 @@ fn ratio_chart(o: &mut String, rows: &[ChartRow]) {
             y + 4.0,
             esc(&r.label)
         );
+        if let Some(s) = r.reference.filter(|s| s.is_finite() && *s > 0.0) {
+            let sx = x(s);
+            let _ = write!(
+                o,
+                "<path d=\"M{sx:.1} {:.1} l5 5 l-5 5 l-5 -5 z\" fill=\"none\" stroke=\"#000\"/>",
+                y - 5.0
+            );
+        }
         let note = match r.interval {
             Some(i) => {
                 let color = if i.resolved() {

@@ -5,6 +5,7 @@ mod check;
 mod crashtest;
 mod inspect;
 mod stats;
+mod study;
 mod verify;
 mod waldump;
 
@@ -101,6 +102,9 @@ enum Command {
     /// The main job: commit throughput of the embedded engine in a temporary
     /// directory, per WAL block size and client count (group commit).
     Bench(Box<bench::BenchArgs>),
+    /// Rerun a seed's experiment: the seed's table beside ours, a verdict
+    /// per claim, and an HTML report (`untorn study --list`).
+    Study(study::StudyArgs),
     /// The crash laboratory: simulated power loss with torn, dropped and
     /// reordered writes, checked by an oracle, per protection mode.
     Crashtest(crashtest::CrashTestArgs),
@@ -193,6 +197,7 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
         }
         Command::Bench(args) => bench::run(&args),
         Command::Crashtest(args) => crashtest::run(&args),
+        Command::Study(args) => study::run(&args),
     }
 }
 
