@@ -12,6 +12,13 @@
 //! instead of twice per eviction; and its in-place write is part of a
 //! sorted batch.
 //!
+//! A batch of deferred pages only is not fsynced: until a write-back, the
+//! data file holds an intact older version of each page, and the WAL,
+//! flushed past every copy's LSN before the batch, brings it forward. A
+//! write-back fsyncs the shard before its first in-place write, so a torn
+//! in-place write finds its copy. An eviction then costs one buffered,
+//! sequential write.
+//!
 //! Why recovery needs nothing new: every checkpoint writes back all
 //! deferred pages before its data-file fsyncs, so below its redo point the
 //! data files hold every page, as without deferral; at or above it, the

@@ -12,11 +12,12 @@ use std::sync::Arc;
 /// Opens `shard`'s file under `dir`, creating it (or creating it again, at
 /// another size) when it is missing or of another size. Called at an
 /// opening after recovery restored what the area held and fsynced it, so
-/// the old file's batches are no longer needed.
+/// the old file's batches are no longer needed. `direct`: try O_DIRECT.
 pub fn open_or_create(
     fs: &dyn FileSystem,
     dir: &Path,
     want: &FileHeader,
+    direct: bool,
     who: Issuer,
 ) -> Result<BatchFile> {
     let area_dir = dir.join(AREA_DIR);
@@ -48,7 +49,7 @@ pub fn open_or_create(
             }
             Some(h) if h == *want && file.len()? == file_len(want) => {
                 drop(file);
-                return open_for_batches(fs, &path);
+                return open_for_batches(fs, &path, direct);
             }
             _ => {
                 tracing::info!(
@@ -59,7 +60,7 @@ pub fn open_or_create(
             }
         }
     }
-    create(fs, dir, want, who)
+    create(fs, dir, want, direct, who)
 }
 
 fn file_len(h: &FileHeader) -> u64 {
@@ -69,7 +70,13 @@ fn file_len(h: &FileHeader) -> u64 {
 /// Creates `dw/shard-<n>` whole: the header and a zeroed, allocated area in
 /// `shard-<n>.tmp`, fsynced, renamed, and the directory fsynced
 /// (docs/FORMAT.md). A crash leaves the old file or the new one, whole.
-fn create(fs: &dyn FileSystem, dir: &Path, h: &FileHeader, who: Issuer) -> Result<BatchFile> {
+fn create(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    h: &FileHeader,
+    direct: bool,
+    who: Issuer,
+) -> Result<BatchFile> {
     let path = h.shard.path(dir);
     let tmp = path.with_file_name(format!("shard-{}.tmp", h.shard.number()));
     if fs.exists(&tmp) {
@@ -85,7 +92,7 @@ fn create(fs: &dyn FileSystem, dir: &Path, h: &FileHeader, who: Issuer) -> Resul
     }
     fs.rename(&tmp, &path, FileKind::DoubleWrite, who)?;
     fs.sync_dir(&dir.join(AREA_DIR), who)?;
-    open_for_batches(fs, &path)
+    open_for_batches(fs, &path, direct)
 }
 
 /// A shard file opened for writing batches: with O_DIRECT where the file
@@ -97,7 +104,13 @@ pub struct BatchFile {
     pub direct: bool,
 }
 
-fn open_for_batches(fs: &dyn FileSystem, path: &Path) -> Result<BatchFile> {
+fn open_for_batches(fs: &dyn FileSystem, path: &Path, direct: bool) -> Result<BatchFile> {
+    if !direct {
+        return Ok(BatchFile {
+            file: fs.open(path, FileKind::DoubleWrite, OpenOptions::read_write())?,
+            direct: false,
+        });
+    }
     let direct = OpenOptions {
         direct: true,
         ..OpenOptions::read_write()
@@ -182,9 +195,29 @@ impl GroupSync {
     /// Call after a write to `file` returned: returns once that write is
     /// durable, and whether this caller ran the fsync.
     pub fn after_write(&self, file: &dyn File, who: Issuer) -> Result<bool> {
+        let mine = self.record_write();
+        self.sync_through(file, mine, who)
+    }
+
+    /// Call after a write to the file returned that needs no fsync yet;
+    /// returns its number.
+    pub fn record_write(&self) -> u64 {
         let mut s = self.state.lock();
         s.written += 1;
-        let mine = s.written;
+        s.written
+    }
+
+    /// Returns once every write recorded so far is durable, and whether
+    /// this caller ran the fsync.
+    pub fn sync_all_written(&self, file: &dyn File, who: Issuer) -> Result<bool> {
+        let written = self.state.lock().written;
+        self.sync_through(file, written, who)
+    }
+
+    /// Returns once write `mine` is durable, and whether this caller ran
+    /// the fsync.
+    fn sync_through(&self, file: &dyn File, mine: u64, who: Issuer) -> Result<bool> {
+        let mut s = self.state.lock();
         loop {
             if s.synced >= mine {
                 return Ok(false);

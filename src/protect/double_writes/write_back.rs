@@ -121,6 +121,11 @@ impl DoubleWrites {
     fn write_back_entry(&self, w: &ShardWriter, entry: u64, who: Issuer) -> Result<usize> {
         let (order, wb) = self.deferred.begin_write_back(w.shard, entry);
         let written = (|| {
+            // The copies durable before their pages are overwritten in
+            // place: a torn in-place write is repaired from them.
+            if !wb.newest.is_empty() && w.group.sync_all_written(w.file.as_ref(), who)? {
+                w.stats.fsyncs.fetch_add(1, Relaxed);
+            }
             let mut images = Vec::with_capacity(wb.newest.len());
             for c in &wb.newest {
                 let mut image = vec![0u8; self.page_size];
