@@ -79,7 +79,7 @@ pub struct Options {
     /// the writers do (the crash laboratory turns it off, so an iteration
     /// replays exactly).
     pub double_write_sync_ahead: bool,
-    /// `double_write_defer_in_place` (default off): a page written through
+    /// `double_write_defer_in_place` (default on): a page written through
     /// the double-write area goes in place only when its slot is needed
     /// again, unless a newer copy replaced it first; reads of it are served
     /// from the area meanwhile (protect::double_writes::deferred).
@@ -110,7 +110,7 @@ impl Default for Options {
             double_write_batch_pages: 128,
             double_write_eviction_pages: 32,
             double_write_sync_ahead: true,
-            double_write_defer_in_place: false,
+            double_write_defer_in_place: true,
             clock: Clock::real(),
         }
     }

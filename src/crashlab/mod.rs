@@ -246,7 +246,8 @@ pub struct CrashTestOptions {
     /// `wal_compression` of every opening (default off): recovery then
     /// restores compressed page images.
     pub wal_compression: WalCompression,
-    /// `double_write_defer_in_place` of every opening (default off): pages
+    /// `double_write_defer_in_place` of every opening (default on, as the
+    /// engine's): pages
     /// written through the area go in place only when their slots are
     /// reused, and recovery restores those a crash left only in the area.
     pub double_write_defer_in_place: bool,
@@ -270,7 +271,7 @@ impl Default for CrashTestOptions {
             eio_targets: vec![FileKind::Wal, FileKind::Data, FileKind::Control],
             buffer_pool_pages: None,
             wal_compression: WalCompression::Off,
-            double_write_defer_in_place: false,
+            double_write_defer_in_place: true,
         }
     }
 }

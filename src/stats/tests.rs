@@ -225,6 +225,9 @@ fn double_write_options(mode: crate::TornPageProtection) -> Options {
         // Nothing writes pages on its own: no timed checkpoint, no
         // background writer round.
         clock: crate::clock::Clock::manual().0,
+        // Every batch fsynced and written in place, as counted below
+        // (deferral's counters: writer_tests.rs).
+        double_write_defer_in_place: false,
         ..options()
     }
 }

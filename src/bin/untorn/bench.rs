@@ -66,7 +66,7 @@ pub struct BenchArgs {
     double_write_eviction_pages: u32,
     /// double_write_defer_in_place settings to compare (on, off): in-place
     /// writes wait for the slots' reuse (double_writes only).
-    #[arg(long, value_delimiter = ',', default_value = "off")]
+    #[arg(long, value_delimiter = ',', default_value = "on")]
     double_write_defer_in_place: Vec<String>,
     /// Background writer settings to compare: on (bgwriter_lru_maxpages
     /// 100, the default), off (0), or a bgwriter_lru_maxpages (1 to 1000).

@@ -47,10 +47,10 @@ pub struct CrashTestArgs {
     /// WAL compression of full-page images: off, lz4 or zstd.
     #[arg(long, default_value = "off")]
     wal_compression: String,
-    /// double_write_defer_in_place: pages written through the double-write
-    /// area go in place only when their slots are reused.
-    #[arg(long)]
-    double_write_defer_in_place: bool,
+    /// double_write_defer_in_place: on (evicted pages go in place at the
+    /// next checkpoint or their slot's reuse) or off.
+    #[arg(long, default_value = "on")]
+    double_write_defer_in_place: String,
     /// Where failing iterations save their traces [default: the system's
     /// temporary directory].
     #[arg(long)]
@@ -75,7 +75,16 @@ pub fn run(a: &CrashTestArgs) -> untorn::Result<ExitCode> {
         buffer_pool_pages: a.buffer_pool_pages,
         trace_dir: a.trace_dir.clone(),
         wal_compression: a.wal_compression.parse()?,
-        double_write_defer_in_place: a.double_write_defer_in_place,
+        double_write_defer_in_place: match a.double_write_defer_in_place.as_str() {
+            "on" => true,
+            "off" => false,
+            other => {
+                return Err(untorn::Error::InvalidSetting {
+                    name: "double_write_defer_in_place",
+                    detail: format!("{other:?}: use on or off"),
+                })
+            }
+        },
         ..CrashTestOptions::default()
     };
     if let Some(p) = &a.protection {

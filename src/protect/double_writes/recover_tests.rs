@@ -19,6 +19,9 @@ fn options(p: TornPageProtection) -> Options {
             torn_page_protection: Some(p),
             ..Default::default()
         },
+        // The tests tear pages a client wrote in place; deferred, they
+        // would stay in the area.
+        double_write_defer_in_place: false,
         ..Options::default()
     }
 }

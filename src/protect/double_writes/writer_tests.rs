@@ -198,7 +198,7 @@ fn sizes_out_of_range_are_refused_by_name() {
     o.double_write_batch_pages = 169;
     assert_eq!(
         AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c).unwrap(),
-        area(4096, 169, false)
+        area(4096, 169, true)
     );
     o.double_write_eviction_pages = 0;
     let e = AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c)
