@@ -251,11 +251,35 @@ impl<M: Mark> Ring<M> {
             .collect()
     }
 
-    /// Entries whose deferred pages a writer is writing in place.
-    pub fn writing_back(&self) -> usize {
+    /// The ticket the next reservation gets: entries reserved so far are
+    /// below it.
+    pub fn next_ticket(&self) -> u64 {
+        self.next_ticket
+    }
+
+    /// Claims every deferred entry reserved before `limit` (see
+    /// [`Ring::claim_deferred_ahead`]).
+    pub fn claim_deferred_before(&mut self, limit: u64) -> Vec<u64> {
+        self.entries
+            .iter_mut()
+            .filter(|e| e.ticket < limit && matches!(e.state, State::Deferred(_)))
+            .map(|e| e.claim_write_back())
+            .collect()
+    }
+
+    /// Whether an entry reserved before `limit` is deferred (a write-back
+    /// of it failed, or it was never claimed).
+    pub fn has_deferred_before(&self, limit: u64) -> bool {
         self.entries
             .iter()
-            .filter(|e| matches!(e.state, State::WritingBack(_)))
+            .any(|e| e.ticket < limit && matches!(e.state, State::Deferred(_)))
+    }
+
+    /// Entries reserved before `limit` that a writer is writing back.
+    pub fn writing_back_before(&self, limit: u64) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.ticket < limit && matches!(e.state, State::WritingBack(_)))
             .count()
     }
 
@@ -427,6 +451,32 @@ mod tests {
         ring.written_back(a, vec![]);
         ring.written_back(c, vec![]);
         assert_eq!(ring.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_checkpoint_claims_the_entries_deferred_before_it_only() {
+        let mut ring = Ring::<TestMark>::new(9);
+        let (a, _) = ready(ring.try_reserve(3));
+        let (b, _) = ready(ring.try_reserve(3));
+        ring.complete(a, vec![], true);
+        ring.complete(b, vec![], true);
+        let limit = ring.next_ticket();
+        let (c, _) = ready(ring.try_reserve(3));
+        ring.complete(c, vec![], true);
+        // Another writer has a in hand; the checkpoint takes b, not c.
+        assert_eq!(ring.try_reserve(9), Reserve::WriteBackFirst(a));
+        assert_eq!(ring.claim_deferred_before(limit), vec![b]);
+        assert_eq!(ring.writing_back_before(limit), 2);
+        // The other writer's write-back fails: a is deferred again, and
+        // the checkpoint must take it too.
+        ring.write_back_failed(a);
+        assert!(ring.has_deferred_before(limit));
+        assert_eq!(ring.claim_deferred_before(limit), vec![a]);
+        ring.written_back(a, vec![]);
+        ring.written_back(b, vec![]);
+        assert!(!ring.has_deferred_before(limit));
+        assert_eq!(ring.writing_back_before(limit), 0);
+        assert!(ring.has_deferred_before(limit + 1), "c");
     }
 
     #[test]

@@ -474,16 +474,21 @@ impl PageWriteProtection for DoubleWrites {
     fn write_back_all(&self, who: Issuer) -> Result<usize> {
         let mut done = 0;
         for w in &self.shards {
-            let claimed = w
-                .ring
-                .lock()
-                .claim_deferred_ahead(self.settings.area_blocks);
-            done += self.write_back_claimed(w, &claimed, who)?;
-            // And those another writer is writing back: in place before
-            // the caller's fsyncs.
-            let mut ring = w.ring.lock();
-            while ring.writing_back() > 0 {
-                w.ring_changed.wait(&mut ring);
+            // Every entry deferred so far; later ones hold pages changed
+            // after the caller's redo point. Those another writer is
+            // writing back are waited for (in place before the caller's
+            // fsyncs), and claimed again if that write-back failed.
+            let limit = w.ring.lock().next_ticket();
+            loop {
+                let claimed = w.ring.lock().claim_deferred_before(limit);
+                done += self.write_back_claimed(w, &claimed, who)?;
+                let mut ring = w.ring.lock();
+                while ring.writing_back_before(limit) > 0 {
+                    w.ring_changed.wait(&mut ring);
+                }
+                if claimed.is_empty() && !ring.has_deferred_before(limit) {
+                    break;
+                }
             }
         }
         Ok(done)
