@@ -146,7 +146,9 @@ impl BufferPool {
         self.stats.reads.fetch_add(1, Relaxed);
         let recovery = self.recovery.load(Acquire);
         // A page whose in-place write is deferred is read from its copy.
-        let read = if self.page_write_protection().read_deferred(id, buf, who)? {
+        let read = if self.defers_in_place.load(Relaxed)
+            && self.page_write_protection().read_deferred(id, buf, who)?
+        {
             Ok(PageRead::Whole)
         } else {
             file.try_read_page(id.block as u64, buf, who)

@@ -82,6 +82,12 @@ pub trait PageWriteProtection: Send + Sync {
     /// Pages a client that must write a dirty victim writes at once (the
     /// victim and the next dirty ones the sweep would take): more than one
     /// where each batch costs an fsync, so that it is shared.
+    /// Whether `read_deferred` may ever find a page (the pool skips the
+    /// call on every miss otherwise).
+    fn defers_in_place(&self) -> bool {
+        false
+    }
+
     fn eviction_batch(&self) -> usize {
         1
     }
@@ -158,6 +164,8 @@ pub struct BufferPool {
     protection: parking_lot::RwLock<Arc<dyn PageWriteProtection>>,
     /// `protection`'s eviction_batch, read on every claim without its lock.
     eviction_batch: AtomicUsize,
+    /// `protection`'s defers_in_place, read on every miss without its lock.
+    defers_in_place: AtomicBool,
     validator: Option<PageValidator>,
     /// During recovery an all-zero or missing page is handed out (redo
     /// restores it from a full image); otherwise it is corruption.
@@ -238,6 +246,7 @@ impl BufferPool {
             files,
             wal,
             eviction_batch: AtomicUsize::new(protection.eviction_batch()),
+            defers_in_place: AtomicBool::new(protection.defers_in_place()),
             protection: parking_lot::RwLock::new(protection),
             validator,
             recovery: AtomicBool::new(false),
@@ -271,6 +280,8 @@ impl BufferPool {
     pub fn set_page_write_protection(&self, protection: Arc<dyn PageWriteProtection>) {
         self.eviction_batch
             .store(protection.eviction_batch(), SeqCst);
+        self.defers_in_place
+            .store(protection.defers_in_place(), SeqCst);
         *self.protection.write() = protection;
     }
 

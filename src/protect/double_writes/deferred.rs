@@ -85,8 +85,11 @@ impl DeferredPages {
     /// obsolete. Waits out a write-back in progress, which may be writing
     /// an older version of one of them that must land first.
     pub fn supersede(&self, ids: impl Iterator<Item = PageId> + Clone) {
-        if !ids.clone().any(|id| self.live.lock().contains_key(&id)) {
-            return;
+        {
+            let live = self.live.lock();
+            if live.is_empty() || !ids.clone().any(|id| live.contains_key(&id)) {
+                return;
+            }
         }
         let _order = self.order.lock();
         let mut live = self.live.lock();

@@ -467,6 +467,10 @@ impl PageWriteProtection for DoubleWrites {
         Ok(done)
     }
 
+    fn defers_in_place(&self) -> bool {
+        self.settings.defer_in_place
+    }
+
     fn read_deferred(&self, id: PageId, buf: &mut [u8], who: Issuer) -> Result<bool> {
         self.read_deferred_page(id, buf, who)
     }
