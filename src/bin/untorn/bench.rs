@@ -324,15 +324,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             "--clients and --duration must be above zero".into(),
         ));
     }
-    let tmp;
-    let dir = match &a.dir {
-        Some(d) => d.clone(),
-        None => {
-            tmp =
-                tempfile::tempdir().map_err(|e| Error::io("temporary directory", "mkdtemp", e))?;
-            tmp.path().to_path_buf()
-        }
-    };
+    let (_tmp, dir) = crate::work_dir(a.dir.as_ref())?;
     let plan = BenchPlan {
         workloads: a.workload.clone(),
         configs: configs.clone(),

@@ -163,6 +163,18 @@ impl CreationArgs {
     }
 }
 
+/// Where a bench or study keeps its databases: `dir`, or a temporary
+/// directory removed when the returned guard drops.
+fn work_dir(dir: Option<&PathBuf>) -> untorn::Result<(Option<tempfile::TempDir>, PathBuf)> {
+    if let Some(d) = dir {
+        return Ok((None, d.clone()));
+    }
+    let tmp =
+        tempfile::tempdir().map_err(|e| untorn::Error::io("temporary directory", "mkdtemp", e))?;
+    let path = tmp.path().to_path_buf();
+    Ok((Some(tmp), path))
+}
+
 fn posix() -> Arc<dyn FileSystem> {
     Arc::new(PosixFileSystem::default())
 }

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use untorn::lab::compare::Progress;
 use untorn::lab::study::{self, render, Setup, Size};
-use untorn::Error;
 
 #[derive(Args, Debug)]
 pub struct StudyArgs {
@@ -56,15 +55,7 @@ pub fn run(a: &StudyArgs) -> untorn::Result<ExitCode> {
     if let Some(d) = &a.device {
         untorn::lab::device::DeviceProfile::by_name(d)?;
     }
-    let tmp;
-    let dir = match &a.dir {
-        Some(d) => d.clone(),
-        None => {
-            tmp =
-                tempfile::tempdir().map_err(|e| Error::io("temporary directory", "mkdtemp", e))?;
-            tmp.path().to_path_buf()
-        }
-    };
+    let (_tmp, dir) = crate::work_dir(a.dir.as_ref())?;
     let setup = Setup {
         size: if a.tiny {
             Size::Tiny
