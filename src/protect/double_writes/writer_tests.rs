@@ -292,14 +292,21 @@ fn deferred_pages_are_read_from_the_area_and_go_in_place_at_reuse() {
     assert_eq!(s.dw.write_back_all(Issuer::Checkpointer).unwrap(), 0);
 }
 
-#[test]
-fn the_syncer_writes_deferred_pages_back_ahead_of_the_writers() {
+/// An 8-block area that defers, and file 7's segment on disk (a page of
+/// a file without one goes in place at once).
+fn deferring_with_file_7() -> Setup {
     let s = setup_with(8, 8, true);
     s.files
         .get(7)
         .unwrap()
         .write_pages(0, &[page(7, 0, 1).bytes()], Issuer::Client)
         .unwrap();
+    s
+}
+
+#[test]
+fn the_syncer_writes_deferred_pages_back_ahead_of_the_writers() {
+    let s = deferring_with_file_7();
     for (i, block) in (1..=4).enumerate() {
         write(&s, &[page(7, block, 100 + i as u64)], Issuer::Client);
     }
@@ -313,12 +320,7 @@ fn the_syncer_writes_deferred_pages_back_ahead_of_the_writers() {
 
 #[test]
 fn deferred_pages_of_a_dropped_file_are_never_written() {
-    let s = setup_with(8, 8, true);
-    s.files
-        .get(7)
-        .unwrap()
-        .write_pages(0, &[page(7, 0, 1).bytes()], Issuer::Client)
-        .unwrap();
+    let s = deferring_with_file_7();
     write(&s, &[page(7, 1, 100)], Issuer::Client);
     assert_eq!(lsn_read(&s, 1), Some(100));
     s.dw.forget_file(7);
