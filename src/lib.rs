@@ -33,6 +33,8 @@
 //!   the catalog, checkpoints, statistics, close;
 //! - [`stats`]: every counter in one snapshot, grouped like PostgreSQL's
 //!   pg_stat views, kept across clean shutdowns in `untorn.stats`;
+//! - [`sql`]: SQL tables, types and statements over the engine, for the
+//!   PostgreSQL-protocol server (`untorn serve`);
 //! - [`verify`]: checking every page of every data file (like pg_checksums);
 //! - [`lab`]: the benchmark laboratory (`untorn bench`);
 //! - [`crashlab`]: the crash laboratory (`untorn crashtest`) and its
@@ -57,6 +59,7 @@ pub mod protect;
 pub mod recovery;
 pub mod rng;
 pub mod settings;
+pub mod sql;
 pub mod stats;
 pub mod table;
 pub mod txn;
