@@ -32,6 +32,9 @@ pub enum PgWireError {
     MessageTooLarge(usize, usize),
     #[error("Invalid element count {0}: {1} bytes required, {2} remaining")]
     InvalidElementCount(usize, usize, usize),
+    // untorn: a message whose body ends before its fields do.
+    #[error("Invalid message: {0} bytes needed, {1} remaining in the message")]
+    MessageTruncated(usize, usize),
     #[error("Invalid target type, received {0}")]
     InvalidTargetType(u8),
     #[error("Invalid transaction status, received {0}")]
@@ -337,6 +340,7 @@ impl PgWireError {
             | PgWireError::InvalidTargetType(_)
             | PgWireError::MessageTooLarge(..)
             | PgWireError::InvalidElementCount(..)
+            | PgWireError::MessageTruncated(..)
             | PgWireError::InvalidTransactionStatus(_)
             | PgWireError::InvalidSSLRequestMessage
             | PgWireError::InvalidGssEncRequestMessage
@@ -384,6 +388,7 @@ impl PgWireError {
             | PgWireError::InvalidTargetType(_)
             | PgWireError::MessageTooLarge(..)
             | PgWireError::InvalidElementCount(..)
+            | PgWireError::MessageTruncated(..)
             | PgWireError::InvalidTransactionStatus(_)
             | PgWireError::InvalidSSLRequestMessage
             | PgWireError::InvalidGssEncRequestMessage

@@ -2,6 +2,7 @@ use bytes::{Buf, BufMut};
 
 use super::startup::{self, SecretKey};
 use super::{DecodeContext, Message, codec};
+use super::codec::CheckedBuf;
 use crate::error::{PgWireError, PgWireResult};
 
 /// Cancel request message sent from frontend to abort a running query
@@ -76,7 +77,7 @@ impl Message for CancelRequest {
 
         // skip cancel code
         buf.advance(4);
-        let pid = buf.get_i32();
+        let pid = buf.checked_i32()?;
         let secret_key = SecretKey::decode(buf, msg_len - 12, ctx)?;
 
         Ok(CancelRequest { pid, secret_key })

@@ -58,6 +58,59 @@ pub(crate) fn get_length(buf: &BytesMut, offset: usize) -> Option<usize> {
     }
 }
 
+/// untorn: bounds-checked reads for message bodies; `bytes`' own getters
+/// panic when the bytes run out.
+pub(crate) trait CheckedBuf {
+    fn need(&self, n: usize) -> PgWireResult<()>;
+    fn checked_u8(&mut self) -> PgWireResult<u8>;
+    fn checked_i8(&mut self) -> PgWireResult<i8>;
+    fn checked_u16(&mut self) -> PgWireResult<u16>;
+    fn checked_i16(&mut self) -> PgWireResult<i16>;
+    fn checked_u32(&mut self) -> PgWireResult<u32>;
+    fn checked_i32(&mut self) -> PgWireResult<i32>;
+    /// `len` bytes, refusing a negative or overrunning length.
+    fn checked_split(&mut self, len: i64) -> PgWireResult<BytesMut>;
+}
+
+impl CheckedBuf for BytesMut {
+    fn need(&self, n: usize) -> PgWireResult<()> {
+        if self.remaining() < n {
+            Err(PgWireError::MessageTruncated(n, self.remaining()))
+        } else {
+            Ok(())
+        }
+    }
+    fn checked_u8(&mut self) -> PgWireResult<u8> {
+        self.need(1)?;
+        Ok(self.get_u8())
+    }
+    fn checked_i8(&mut self) -> PgWireResult<i8> {
+        self.need(1)?;
+        Ok(self.get_i8())
+    }
+    fn checked_u16(&mut self) -> PgWireResult<u16> {
+        self.need(2)?;
+        Ok(self.get_u16())
+    }
+    fn checked_i16(&mut self) -> PgWireResult<i16> {
+        self.need(2)?;
+        Ok(self.get_i16())
+    }
+    fn checked_u32(&mut self) -> PgWireResult<u32> {
+        self.need(4)?;
+        Ok(self.get_u32())
+    }
+    fn checked_i32(&mut self) -> PgWireResult<i32> {
+        self.need(4)?;
+        Ok(self.get_i32())
+    }
+    fn checked_split(&mut self, len: i64) -> PgWireResult<BytesMut> {
+        let n = usize::try_from(len).map_err(|_| PgWireError::MessageTruncated(0, self.remaining()))?;
+        self.need(n)?;
+        Ok(self.split_to(n))
+    }
+}
+
 /// Validate an on-wire element count before it is used to pre-allocate a
 /// collection. Counts are unsigned; `count` elements of `elem_size` bytes each
 /// must fit in the remaining buffer, or the message cannot be real.
@@ -86,10 +139,18 @@ where
         if msg_len > max_size {
             return Err(PgWireError::MessageTooLarge(max_size, msg_len));
         }
+        // untorn: the length counts itself, so less than 4 cannot be.
+        if msg_len < 4 {
+            return Err(PgWireError::MessageTruncated(4, msg_len));
+        }
 
         if buf.remaining() >= msg_len + offset {
             buf.advance(offset + 4);
-            return decode_fn(buf, msg_len).map(|r| Some(r));
+            // untorn: decode the body from its own bytes only, so a field
+            // that overruns the message fails instead of reading the next
+            // message (or past the buffer, which panicked).
+            let mut body = buf.split_to(msg_len - 4);
+            return decode_fn(&mut body, msg_len).map(|r| Some(r));
         }
     }
 

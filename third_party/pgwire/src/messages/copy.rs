@@ -1,6 +1,7 @@
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{DecodeContext, Message, codec};
+use super::codec::CheckedBuf;
 use crate::error::PgWireResult;
 
 /// Message type byte for CopyData
@@ -134,12 +135,12 @@ impl Message for CopyInResponse {
     }
 
     fn decode_body(buf: &mut BytesMut, _len: usize, _ctx: &DecodeContext) -> PgWireResult<Self> {
-        let format = buf.get_i8();
-        let columns = buf.get_i16();
+        let format = buf.checked_i8()?;
+        let columns = buf.checked_i16()?;
         codec::ensure_count(columns as usize, 2, buf)?;
         let mut column_formats = Vec::with_capacity(columns as usize);
         for _ in 0..columns {
-            column_formats.push(buf.get_i16());
+            column_formats.push(buf.checked_i16()?);
         }
 
         Ok(Self::new(format, columns, column_formats))
@@ -183,12 +184,12 @@ impl Message for CopyOutResponse {
     }
 
     fn decode_body(buf: &mut BytesMut, _len: usize, _ctx: &DecodeContext) -> PgWireResult<Self> {
-        let format = buf.get_i8();
-        let columns = buf.get_i16();
+        let format = buf.checked_i8()?;
+        let columns = buf.checked_i16()?;
         codec::ensure_count(columns as usize, 2, buf)?;
         let mut column_formats = Vec::with_capacity(columns as usize);
         for _ in 0..columns {
-            column_formats.push(buf.get_i16());
+            column_formats.push(buf.checked_i16()?);
         }
 
         Ok(Self::new(format, columns, column_formats))
@@ -232,12 +233,12 @@ impl Message for CopyBothResponse {
     }
 
     fn decode_body(buf: &mut BytesMut, _len: usize, _ctx: &DecodeContext) -> PgWireResult<Self> {
-        let format = buf.get_i8();
-        let columns = buf.get_i16();
+        let format = buf.checked_i8()?;
+        let columns = buf.checked_i16()?;
         codec::ensure_count(columns as usize, 2, buf)?;
         let mut column_formats = Vec::with_capacity(columns as usize);
         for _ in 0..columns {
-            column_formats.push(buf.get_i16());
+            column_formats.push(buf.checked_i16()?);
         }
 
         Ok(Self::new(format, columns, column_formats))

@@ -1,6 +1,7 @@
-use bytes::{Buf, BufMut, Bytes};
+use bytes::{BufMut, Bytes};
 
 use super::{DecodeContext, Message, codec};
+use super::codec::CheckedBuf;
 use crate::error::PgWireResult;
 
 /// Request from frontend to parse a prepared query string
@@ -51,11 +52,14 @@ impl Message for Parse {
     ) -> PgWireResult<Self> {
         let name = codec::get_cstring(buf);
         let query = codec::get_cstring(buf).unwrap_or_else(|| "".to_owned());
-        let type_oid_count = buf.get_u16();
+        let type_oid_count = buf.checked_u16()?;
+        // untorn: a count the message cannot hold is refused before the
+        // vector is reserved.
+        codec::ensure_count(type_oid_count as usize, 4, buf)?;
 
         let mut type_oids = Vec::with_capacity(type_oid_count as usize);
         for _ in 0..type_oid_count {
-            type_oids.push(buf.get_u32());
+            type_oids.push(buf.checked_u32()?);
         }
 
         Ok(Parse {
@@ -142,7 +146,7 @@ impl Message for Close {
         _: usize,
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
-        let target_type = buf.get_u8();
+        let target_type = buf.checked_u8()?;
         let name = codec::get_cstring(buf);
 
         Ok(Close { target_type, name })
@@ -261,31 +265,33 @@ impl Message for Bind {
         let portal_name = codec::get_cstring(buf);
         let statement_name = codec::get_cstring(buf);
 
-        let parameter_format_code_len = buf.get_u16();
+        let parameter_format_code_len = buf.checked_u16()?;
+        codec::ensure_count(parameter_format_code_len as usize, 2, buf)?;
         let mut parameter_format_codes = Vec::with_capacity(parameter_format_code_len as usize);
 
         for _ in 0..parameter_format_code_len {
-            parameter_format_codes.push(buf.get_i16());
+            parameter_format_codes.push(buf.checked_i16()?);
         }
 
-        let parameter_len = buf.get_u16();
+        let parameter_len = buf.checked_u16()?;
+        codec::ensure_count(parameter_len as usize, 4, buf)?;
         let mut parameters = Vec::with_capacity(parameter_len as usize);
         for _ in 0..parameter_len {
-            let data_len = buf.get_i32();
+            let data_len = buf.checked_i32()?;
 
             if data_len >= 0 {
-                parameters.push(Some(buf.split_to(data_len as usize).freeze()));
+                parameters.push(Some(buf.checked_split(data_len as i64)?.freeze()));
             } else {
                 parameters.push(None);
             }
         }
 
-        let result_column_format_code_len = buf.get_u16();
+        let result_column_format_code_len = buf.checked_u16()?;
         codec::ensure_count(result_column_format_code_len as usize, 2, buf)?;
         let mut result_column_format_codes =
             Vec::with_capacity(result_column_format_code_len as usize);
         for _ in 0..result_column_format_code_len {
-            result_column_format_codes.push(buf.get_i16());
+            result_column_format_codes.push(buf.checked_i16()?);
         }
 
         Ok(Bind {
@@ -372,7 +378,7 @@ impl Message for Describe {
         _: usize,
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
-        let target_type = buf.get_u8();
+        let target_type = buf.checked_u8()?;
         let name = codec::get_cstring(buf);
 
         Ok(Describe { target_type, name })
@@ -412,7 +418,7 @@ impl Message for Execute {
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
         let name = codec::get_cstring(buf);
-        let max_rows = buf.get_i32();
+        let max_rows = buf.checked_i32()?;
 
         Ok(Execute { name, max_rows })
     }

@@ -3,6 +3,7 @@ use std::collections::BTreeMap;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::{DecodeContext, Message, ProtocolVersion, codec};
+use super::codec::CheckedBuf;
 use crate::error::{PgWireError, PgWireResult};
 
 pub(crate) const MINIMUM_STARTUP_MESSAGE_LEN: usize = 8;
@@ -89,7 +90,7 @@ impl Message for Startup {
         }
 
         // parse
-        let protocol_number_major = buf.get_u16();
+        let protocol_number_major = buf.checked_u16()?;
 
         // ensure the protocol version is correct and supported
         if !(Self::PG_PROTOCOL_EARLIEST..=Self::PG_PROTOCOL_LATEST).contains(&protocol_number_major)
@@ -97,7 +98,7 @@ impl Message for Startup {
             return Err(PgWireError::InvalidStartupMessage);
         }
 
-        let protocol_number_minor = buf.get_u16();
+        let protocol_number_minor = buf.checked_u16()?;
 
         // end by reading the last \0
         let mut parameters = BTreeMap::new();
@@ -193,7 +194,7 @@ impl Message for Authentication {
     }
 
     fn decode_body(buf: &mut BytesMut, msg_len: usize, _ctx: &DecodeContext) -> PgWireResult<Self> {
-        let code = buf.get_i32();
+        let code = buf.checked_i32()?;
         let msg = match code {
             0 => Authentication::Ok,
 
@@ -506,9 +507,9 @@ impl SecretKey {
 
         match ctx.protocol_version {
             ProtocolVersion::PROTOCOL3_2 | ProtocolVersion::PROTOCOL3_9999 => {
-                Ok(SecretKey::Bytes(buf.split_to(data_len).freeze()))
+                Ok(SecretKey::Bytes(buf.checked_split(data_len as i64)?.freeze()))
             }
-            ProtocolVersion::PROTOCOL3_0 => Ok(SecretKey::I32(buf.get_i32())),
+            ProtocolVersion::PROTOCOL3_0 => Ok(SecretKey::I32(buf.checked_i32()?)),
         }
     }
 }
@@ -549,7 +550,7 @@ impl Message for BackendKeyData {
     }
 
     fn decode_body(buf: &mut BytesMut, msg_len: usize, ctx: &DecodeContext) -> PgWireResult<Self> {
-        let pid = buf.get_i32();
+        let pid = buf.checked_i32()?;
         // data_len = msg_len - msg_len(4) - pid(4)
         let secret_key = SecretKey::decode(buf, msg_len - 8, ctx)?;
 
@@ -730,11 +731,11 @@ impl Message for SASLInitialResponse {
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
         let auth_method = codec::get_cstring(buf).unwrap_or_else(|| "".to_owned());
-        let data_len = buf.get_i32();
+        let data_len = buf.checked_i32()?;
         let data = if data_len == -1 {
             None
         } else {
-            Some(buf.split_to(data_len as usize).freeze())
+            Some(buf.checked_split(data_len as i64)?.freeze())
         };
 
         Ok(SASLInitialResponse { auth_method, data })
@@ -828,8 +829,8 @@ impl Message for NegotiateProtocolVersion {
         _full_len: usize,
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
-        let version = buf.get_i32();
-        let option_count = buf.get_i32();
+        let version = buf.checked_i32()?;
+        let option_count = buf.checked_i32()?;
         codec::ensure_count(option_count as usize, 1, buf)?;
         let mut options = Vec::with_capacity(option_count as usize);
 
