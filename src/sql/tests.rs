@@ -531,3 +531,76 @@ fn rows_catalog_indexes_and_serial_survive_reopening() {
         1
     );
 }
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(i64, i64),
+        Update(i64, i64),
+        Delete(i64),
+        Select(i64),
+        Range(i64, i64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let k = -20i64..20;
+        prop_oneof![
+            (k.clone(), -1000i64..1000).prop_map(|(a, b)| Op::Insert(a, b)),
+            (k.clone(), -1000i64..1000).prop_map(|(a, b)| Op::Update(a, b)),
+            k.clone().prop_map(Op::Delete),
+            k.clone().prop_map(Op::Select),
+            (k.clone(), k).prop_map(|(a, b)| Op::Range(a, b)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+        #[test]
+        fn statements_by_key_match_a_btreemap(ops in proptest::collection::vec(op(), 1..60)) {
+            let dir = tempfile::tempdir().unwrap();
+            let e = open(&dir.path().join("db"), true);
+            let mut s = e.session();
+            tag(&mut s, "create table m(k int8 primary key, v int, w int)");
+            tag(&mut s, "create index m_v on m(v)");
+            let mut model = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Insert(k, v) => {
+                        let r = s.simple_query(&format!("insert into m values ({k}, {v}, {k})")).pop().unwrap();
+                        if let std::collections::btree_map::Entry::Vacant(e) = model.entry(k) {
+                            e.insert(v);
+                            prop_assert_eq!(r.unwrap(), Outcome::Command { tag: "INSERT 0 1".into() });
+                        } else {
+                            prop_assert_eq!(r.unwrap_err().code, codes::UNIQUE_VIOLATION);
+                        }
+                    }
+                    Op::Update(k, v) => {
+                        let n = model.get_mut(&k).map(|x| *x = v).is_some() as u8;
+                        prop_assert_eq!(tag(&mut s, &format!("update m set v = {v} where k = {k}")), format!("UPDATE {n}"));
+                    }
+                    Op::Delete(k) => {
+                        let n = model.remove(&k).is_some() as u8;
+                        prop_assert_eq!(tag(&mut s, &format!("delete from m where k = {k}")), format!("DELETE {n}"));
+                    }
+                    Op::Select(v) => {
+                        let want: Vec<Vec<Value>> = model.iter().filter(|(_, x)| **x == v).map(|(k, _)| vec![Value::Int(*k)]).collect();
+                        let got = rows_of(ok(&mut s, &format!("select k from m where v = {v} order by k"))).1;
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Range(a, b) => {
+                        let want: Vec<Vec<Value>> = model.range(a..=b.max(a)).map(|(k, v)| vec![Value::Int(*k), Value::Int(*v)]).collect();
+                        let got = rows_of(ok(&mut s, &format!("select k, v from m where k between {a} and {} order by k", b.max(a)))).1;
+                        prop_assert_eq!(got, want);
+                    }
+                }
+            }
+            let total: i64 = model.values().sum();
+            let sum = int(&mut s, "select sum(v) from m");
+            prop_assert_eq!(sum, if model.is_empty() { Value::Null } else { Value::Int(total) });
+        }
+    }
+}
