@@ -98,6 +98,18 @@ pub enum Error {
     #[error("transaction {xid} aborted to avoid a deadlock on a row lock held by transaction {holder}; retry it")]
     Deadlock { xid: u64, holder: u64 },
 
+    /// An insert found its key already there (SQLSTATE 23505 to SQL).
+    #[error("duplicate key {key:?} in table {table:?}")]
+    DuplicateKey { table: String, key: Vec<u8> },
+
+    /// A transaction's write set reached `max_write_set_rows` or
+    /// `max_write_set_bytes` (SQLSTATE 54000 to SQL).
+    #[error(
+        "write set too large: at most {rows} rows and {bytes} bytes per transaction \
+         (use Database::bulk_load for loading)"
+    )]
+    WriteSetFull { rows: usize, bytes: usize },
+
     /// The named table does not exist.
     #[error("table {0:?} does not exist")]
     NoSuchTable(String),

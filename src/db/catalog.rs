@@ -7,7 +7,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::Issuer;
 use crate::table::{Table, CATALOG_FILE_ID};
-use crate::txn::Transaction;
+use crate::txn::{EngineRef, Transaction};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -55,7 +55,7 @@ impl Database {
             &engine.wal,
             Issuer::Client,
         )?;
-        let mut tx = Transaction::new(engine, engine.allocate_xid());
+        let mut tx = Transaction::new(EngineRef::Borrowed(engine), engine.allocate_xid());
         tx.insert(&Table::catalog(), name.as_bytes(), &file_id.to_le_bytes())?;
         let end = tx.commit()?;
         engine.wal.flush(end, Issuer::Client)?;
@@ -76,7 +76,7 @@ impl Database {
         // table dropped and fail, so no commit record for the file follows
         // the drop's.
         engine.mark_dropped(table.file_id);
-        let mut tx = Transaction::new(engine, engine.allocate_xid());
+        let mut tx = Transaction::new(EngineRef::Borrowed(engine), engine.allocate_xid());
         tx.delete(&Table::catalog(), name.as_bytes())?;
         tx.dropped_files.push(table.file_id);
         let end = tx.commit()?;

@@ -32,7 +32,7 @@ use crate::file::IoStats;
 use crate::file::{FileSystem, Issuer};
 use crate::recovery::RecoveryReport;
 use crate::stats::{self, Statistics};
-use crate::txn::Transaction;
+use crate::txn::{EngineRef, Transaction};
 use crate::Lsn;
 use std::path::Path;
 use std::sync::atomic::Ordering::*;
@@ -99,7 +99,21 @@ impl Database {
 
     /// Starts a transaction.
     pub fn begin(&self) -> Transaction<'_> {
-        Transaction::new(&self.engine, self.engine.allocate_xid())
+        Transaction::new(
+            EngineRef::Borrowed(&self.engine),
+            self.engine.allocate_xid(),
+        )
+    }
+
+    /// Starts a transaction that shares the engine instead of borrowing
+    /// the database, so it can be kept beside an `Arc<Database>` (a SQL
+    /// session's open transaction block). It must end before the database
+    /// is closed: after `close` its commit fails.
+    pub fn begin_shared(&self) -> Transaction<'static> {
+        Transaction::new(
+            EngineRef::Shared(self.engine.clone()),
+            self.engine.allocate_xid(),
+        )
     }
 
     /// The table named `name`.

@@ -1,7 +1,45 @@
 //! SQL over the engine: a table catalog with column types, primary keys,
 //! secondary indexes and sequences, and the statements pgbench and
-//! sysbench send (docs/ARCHITECTURE.md, "SQL and the wire").
+//! sysbench send (docs/ARCHITECTURE.md, "SQL").
+//!
+//! - `parse`: the pre-parse shim and the AST mapped onto plans;
+//! - `plan`, `expr`: plans, access paths, expressions;
+//! - `exec`: DML and queries on an engine transaction;
+//! - `ddl`, `catalog`: schema changes and where schemas are kept;
+//! - `row`: the row and key codecs (docs/FORMAT.md);
+//! - `session`, `copy`: transaction blocks, COPY.
 
+mod catalog;
+mod copy;
+mod ddl;
+mod exec;
+mod expr;
+mod parse;
+mod plan;
+mod row;
+mod session;
+#[cfg(test)]
+mod tests;
 pub mod types;
 
+pub use session::{Prepared, Session, SqlEngine};
 pub use types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
+
+use crate::Error;
+
+/// An engine error as the SQLSTATE clients act on, with its message.
+pub(crate) fn engine_err(e: Error) -> SqlError {
+    let code = match &e {
+        Error::Deadlock { .. } => codes::DEADLOCK_DETECTED,
+        Error::DuplicateKey { .. } => codes::UNIQUE_VIOLATION,
+        Error::NoSuchTable(_) => codes::UNDEFINED_TABLE,
+        Error::TooLarge { .. } | Error::CommitTooLarge { .. } | Error::WriteSetFull { .. } => {
+            codes::PROGRAM_LIMIT_EXCEEDED
+        }
+        _ if e.is_disk_full() => codes::DISK_FULL,
+        Error::Corruption { .. } | Error::ChecksumMismatch { .. } => codes::DATA_CORRUPTED,
+        Error::Io { .. } | Error::UnreadablePage { .. } => codes::IO_ERROR,
+        _ => codes::INTERNAL_ERROR,
+    };
+    SqlError::new(code, e.to_string())
+}

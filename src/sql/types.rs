@@ -7,7 +7,7 @@
 use std::fmt;
 
 /// A column or parameter type, as PostgreSQL names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SqlType {
     Bool,
     Int4,
@@ -100,7 +100,9 @@ impl fmt::Display for SqlType {
 }
 
 /// One value of a row, a parameter or a result.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Value {
     Null,
     Bool(bool),

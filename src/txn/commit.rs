@@ -45,7 +45,7 @@ struct LeafGroup<'a> {
 }
 
 pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
-    let db = tx.engine;
+    let db = &*tx.engine;
     db.check_usable()?;
     if tx.writes.is_empty() && tx.dropped_files.is_empty() {
         return Ok(Lsn::INVALID);
@@ -117,10 +117,10 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
 
 /// Finds (splitting where needed) and pins the leaf of every write.
 fn prepare<'a>(
-    tx: &Transaction<'a>,
+    tx: &'a Transaction<'_>,
     writes: &[(u32, &[u8], &RowChange)],
 ) -> Result<Vec<LeafGroup<'a>>> {
-    let db = tx.engine;
+    let db = &*tx.engine;
     'round: for _ in 0..MAX_ROUNDS {
         let mut groups: Vec<LeafGroup<'a>> = Vec::new();
         for (i, (file_id, key, _)) in writes.iter().enumerate() {
@@ -195,7 +195,7 @@ fn check_record_len(
     writes: &[(u32, &[u8], &RowChange)],
     groups: &[LeafGroup<'_>],
 ) -> Result<u64> {
-    let db = tx.engine;
+    let db = &*tx.engine;
     let full_pages = db.protection() == TornPageProtection::FullPages;
     // Groups naming the same leaf are merged by apply: count each once.
     let mut data: std::collections::BTreeMap<PageId, usize> = Default::default();
@@ -277,7 +277,7 @@ fn apply(
     writes: &[(u32, &[u8], &RowChange)],
     mut groups: Vec<LeafGroup<'_>>,
 ) -> Result<Option<Applied>> {
-    let db = tx.engine;
+    let db = &*tx.engine;
     groups.sort_by_key(|g| g.pin.id());
     // Two groups may name the same leaf (writes of one leaf split by
     // another leaf's keys cannot happen in key order, but be safe): merge.

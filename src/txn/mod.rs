@@ -26,14 +26,34 @@ use crate::table::Table;
 use crate::Lsn;
 use lock::RowId;
 use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::ops::{Bound, Deref};
+use std::sync::Arc;
 
 /// Rows a scan's buffer is sized for up front (a larger scan grows it).
 const SCAN_PREALLOCATED_ROWS: usize = 1024;
 
+/// The engine a transaction works on: borrowed from a [`crate::Database`]
+/// (`Database::begin`), or shared so that the transaction can live beside
+/// an `Arc<Database>` in one struct (`Database::begin_shared`, the SQL
+/// layer's sessions).
+pub(crate) enum EngineRef<'db> {
+    Borrowed(&'db Engine),
+    Shared(Arc<Engine>),
+}
+
+impl Deref for EngineRef<'_> {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        match self {
+            EngineRef::Borrowed(e) => e,
+            EngineRef::Shared(e) => e,
+        }
+    }
+}
+
 /// A transaction. Dropping it without [`Transaction::commit`] aborts it.
 pub struct Transaction<'db> {
-    pub(crate) engine: &'db Engine,
+    pub(crate) engine: EngineRef<'db>,
     pub(crate) xid: u64,
     /// (table file id, key) -> change, in the global order commits use.
     pub(crate) writes: BTreeMap<(u32, Vec<u8>), RowChange>,
@@ -45,7 +65,7 @@ pub struct Transaction<'db> {
 }
 
 impl<'db> Transaction<'db> {
-    pub(crate) fn new(engine: &'db Engine, xid: u64) -> Transaction<'db> {
+    pub(crate) fn new(engine: EngineRef<'db>, xid: u64) -> Transaction<'db> {
         Transaction {
             engine,
             xid,
@@ -62,7 +82,7 @@ impl<'db> Transaction<'db> {
         self.xid
     }
 
-    fn tree(&self, table: &Table) -> Tree<'db> {
+    fn tree(&self, table: &Table) -> Tree<'_> {
         Tree::new(&self.engine.pool, table.file_id)
     }
 
@@ -133,11 +153,10 @@ impl<'db> Transaction<'db> {
             && (self.writes.len() >= limits.max_write_set_rows
                 || self.write_bytes + size > limits.max_write_set_bytes)
         {
-            return Err(Error::Invalid(format!(
-                "write set too large: at most {} rows and {} bytes per transaction \
-                 (use Database::bulk_load for loading)",
-                limits.max_write_set_rows, limits.max_write_set_bytes
-            )));
+            return Err(Error::WriteSetFull {
+                rows: limits.max_write_set_rows,
+                bytes: limits.max_write_set_bytes,
+            });
         }
         self.write_bytes += size;
         // A row written again replaces its earlier change: only the last
@@ -153,10 +172,10 @@ impl<'db> Transaction<'db> {
         self.check_sizes(key, Some(row))?;
         self.lock(table, key)?;
         if self.get(table, key)?.is_some() {
-            return Err(Error::Invalid(format!(
-                "duplicate key {key:?} in table {:?}",
-                table.name
-            )));
+            return Err(Error::DuplicateKey {
+                table: table.name.clone(),
+                key: key.to_vec(),
+            });
         }
         self.record(table, key, RowChange::Put(row.to_vec()))
     }

@@ -1,0 +1,254 @@
+//! The SQL catalog: each SQL table's schema, kept as one JSON row per
+//! table in the reserved engine table `sql.catalog` (docs/FORMAT.md), and
+//! an in-memory copy. Engine tables holding a SQL table's rows and indexes
+//! have reserved names with a generation, so a rebuild writes new ones and
+//! switches the catalog row as its commit point.
+
+use super::engine_err;
+use super::row::{decode_row, encode_key};
+use super::types::{codes, SqlError, SqlType, Value};
+use crate::db::{Database, Table};
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+/// The engine table holding the catalog rows.
+pub const CATALOG_TABLE: &str = "sql.catalog";
+/// Every engine table the SQL layer owns starts with this.
+pub const RESERVED_PREFIX: &str = "sql.";
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ColumnDef {
+    pub name: String,
+    pub ty: SqlType,
+    pub not_null: bool,
+    pub default: Option<Value>,
+    /// SERIAL / BIGSERIAL: an omitted value takes the table's next id.
+    pub serial: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct IndexDef {
+    pub name: String,
+    pub column: usize,
+    /// The engine table of its entries.
+    pub engine_table: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TableDef {
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+    /// The primary key column; `None`: rows are keyed by a hidden row id.
+    pub primary_key: Option<usize>,
+    pub indexes: Vec<IndexDef>,
+    /// The engine table of its rows.
+    pub engine_table: String,
+}
+
+impl TableDef {
+    pub fn types(&self) -> Vec<SqlType> {
+        self.columns.iter().map(|c| c.ty).collect()
+    }
+}
+
+/// A table as statements use it: its definition, its engine tables and
+/// its id counter.
+pub struct TableMeta {
+    pub def: TableDef,
+    pub types: Vec<SqlType>,
+    pub rows: Table,
+    pub indexes: Vec<Table>,
+    /// The next SERIAL value or hidden row id. Like a sequence: taken
+    /// values are never given again in this process, nor after a restart
+    /// for committed rows (it starts past the largest committed key), and
+    /// a rolled-back insert does not give its value back.
+    pub next_id: Arc<AtomicI64>,
+}
+
+impl TableMeta {
+    pub fn take_id(&self) -> i64 {
+        self.next_id.fetch_add(1, Relaxed)
+    }
+}
+
+pub struct Catalog {
+    tables: RwLock<HashMap<String, Arc<TableMeta>>>,
+    /// Bumped by every DDL: a prepared plan of an older version re-plans.
+    pub version: AtomicU64,
+    generation: AtomicU64,
+}
+
+impl Catalog {
+    /// Loads the catalog (creating its engine table on first use), then
+    /// drops reserved engine tables no catalog row names.
+    pub fn open(db: &Database) -> Result<Catalog, SqlError> {
+        let cat = match db.table(CATALOG_TABLE) {
+            Ok(t) => t,
+            Err(_) => db.create_table(CATALOG_TABLE).map_err(engine_err)?,
+        };
+        let tx = db.begin();
+        let rows = tx.scan(&cat, &[0], None, usize::MAX).map_err(engine_err)?;
+        drop(tx);
+        let mut tables = HashMap::new();
+        let mut owned: HashSet<String> = HashSet::new();
+        owned.insert(CATALOG_TABLE.to_string());
+        for (_, v) in rows {
+            let def: TableDef = serde_json::from_slice(&v).map_err(|e| {
+                SqlError::new(
+                    codes::DATA_CORRUPTED,
+                    format!("malformed SQL catalog row: {e}"),
+                )
+            })?;
+            owned.insert(def.engine_table.clone());
+            owned.extend(def.indexes.iter().map(|i| i.engine_table.clone()));
+            let meta = Self::meta(db, def, None)?;
+            tables.insert(meta.def.name.clone(), Arc::new(meta));
+        }
+        let mut generation = 0;
+        for t in db.tables() {
+            if let Some(rest) = t.name.strip_prefix(RESERVED_PREFIX) {
+                if let Some(g) = rest.rsplit('.').next().and_then(|g| g.parse::<u64>().ok()) {
+                    generation = generation.max(g);
+                }
+                if !owned.contains(&t.name) {
+                    tracing::info!("dropping engine table {} no SQL table owns", t.name);
+                    db.drop_table(&t.name).map_err(engine_err)?;
+                }
+            }
+        }
+        Ok(Catalog {
+            tables: RwLock::new(tables),
+            version: AtomicU64::new(1),
+            generation: AtomicU64::new(generation + 1),
+        })
+    }
+
+    /// Builds a table's in-memory entry; `next_id` carries a counter over
+    /// a rebuild, else it starts past the largest committed id.
+    pub fn meta(
+        db: &Database,
+        def: TableDef,
+        next_id: Option<Arc<AtomicI64>>,
+    ) -> Result<TableMeta, SqlError> {
+        let rows = db.table(&def.engine_table).map_err(engine_err)?;
+        let indexes = def
+            .indexes
+            .iter()
+            .map(|i| db.table(&i.engine_table).map_err(engine_err))
+            .collect::<Result<Vec<_>, _>>()?;
+        let types = def.types();
+        let next_id = match next_id {
+            Some(n) => n,
+            None => Arc::new(AtomicI64::new(largest_id(db, &def, &rows, &types)? + 1)),
+        };
+        Ok(TableMeta {
+            def,
+            types,
+            rows,
+            indexes,
+            next_id,
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Result<Arc<TableMeta>, SqlError> {
+        self.tables.read().get(name).cloned().ok_or_else(|| {
+            SqlError::new(
+                codes::UNDEFINED_TABLE,
+                format!("relation \"{name}\" does not exist"),
+            )
+        })
+    }
+
+    pub fn exists(&self, name: &str) -> bool {
+        self.tables.read().contains_key(name)
+    }
+
+    /// A fresh engine table name for `what` (`t.<table>` or `i.<index>`).
+    pub fn engine_name(&self, what: &str) -> String {
+        let g = self.generation.fetch_add(1, Relaxed);
+        format!("{RESERVED_PREFIX}{what}.{g}")
+    }
+
+    /// Writes (or with `None` deletes) a table's catalog row: the commit
+    /// point of a DDL statement. Then updates the in-memory copy.
+    pub fn store(
+        &self,
+        db: &Database,
+        name: &str,
+        meta: Option<TableMeta>,
+    ) -> Result<(), SqlError> {
+        let cat = db.table(CATALOG_TABLE).map_err(engine_err)?;
+        let mut tx = db.begin();
+        match &meta {
+            Some(m) => {
+                let json = serde_json::to_vec(&m.def)
+                    .map_err(|e| SqlError::new(codes::INTERNAL_ERROR, e.to_string()))?;
+                tx.upsert(&cat, name.as_bytes(), &json)
+                    .map_err(engine_err)?;
+            }
+            None => {
+                tx.delete(&cat, name.as_bytes()).map_err(engine_err)?;
+            }
+        }
+        tx.commit().map_err(engine_err)?;
+        let mut tables = self.tables.write();
+        match meta {
+            Some(m) => tables.insert(name.to_string(), Arc::new(m)),
+            None => tables.remove(name),
+        };
+        self.version.fetch_add(1, SeqCst);
+        Ok(())
+    }
+}
+
+/// The largest SERIAL value or hidden row id committed, 0 when none.
+fn largest_id(
+    db: &Database,
+    def: &TableDef,
+    rows: &Table,
+    types: &[SqlType],
+) -> Result<i64, SqlError> {
+    let serial = def.columns.iter().position(|c| c.serial);
+    let keyed_by_id = match (def.primary_key, serial) {
+        (None, _) => true,
+        (Some(pk), Some(s)) => pk == s,
+        (Some(_), None) => return Ok(0),
+    };
+    let tx = db.begin();
+    if keyed_by_id {
+        // Keys are order-preserving: binary search for the last one.
+        let (mut lo, mut hi) = (0i64, i64::MAX);
+        if tx
+            .scan(rows, &encode_key(&Value::Int(1)), None, 1)
+            .map_err(engine_err)?
+            .is_empty()
+        {
+            return Ok(0);
+        }
+        lo = lo.max(1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2 + 1;
+            let found = !tx
+                .scan(rows, &encode_key(&Value::Int(mid)), None, 1)
+                .map_err(engine_err)?
+                .is_empty();
+            if found {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        return Ok(lo);
+    }
+    let s = serial.expect("checked above");
+    let mut max = 0;
+    for (_, v) in tx.scan(rows, &[0], None, usize::MAX).map_err(engine_err)? {
+        if let Value::Int(x) = decode_row(types, &v)?[s] {
+            max = max.max(x);
+        }
+    }
+    Ok(max)
+}

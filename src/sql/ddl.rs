@@ -1,0 +1,178 @@
+//! DDL: takes effect at once, even inside a transaction block (like
+//! MySQL's implicit commit; a ROLLBACK does not undo it). Each statement
+//! writes new engine tables, then switches the catalog row (its commit
+//! point), then drops the tables it replaced.
+
+use super::catalog::{Catalog, ColumnDef, IndexDef, TableDef, TableMeta};
+use super::engine_err;
+use super::exec::{candidates, Sink};
+use super::expr::Ctx;
+use super::plan::Access;
+use super::row::index_key;
+use super::types::{codes, SqlError};
+use crate::db::Database;
+
+pub fn create_table(
+    db: &Database,
+    cat: &Catalog,
+    name: &str,
+    columns: Vec<ColumnDef>,
+    primary_key: Option<usize>,
+) -> Result<(), SqlError> {
+    let engine_table = cat.engine_name(&format!("t.{name}"));
+    db.create_table(&engine_table).map_err(engine_err)?;
+    let def = TableDef {
+        name: name.to_string(),
+        columns,
+        primary_key,
+        indexes: Vec::new(),
+        engine_table,
+    };
+    let meta = Catalog::meta(db, def, None)?;
+    cat.store(db, name, Some(meta))
+}
+
+pub fn drop_table(db: &Database, cat: &Catalog, name: &str) -> Result<(), SqlError> {
+    let meta = cat.get(name)?;
+    cat.store(db, name, None)?;
+    drop_engine_tables(db, &meta.def);
+    Ok(())
+}
+
+fn drop_engine_tables(db: &Database, def: &TableDef) {
+    for t in std::iter::once(&def.engine_table).chain(def.indexes.iter().map(|i| &i.engine_table)) {
+        // A failure leaves an orphan that the next opening drops.
+        if let Err(e) = db.drop_table(t) {
+            tracing::warn!("could not drop engine table {t}: {e}");
+        }
+    }
+}
+
+/// Writes `def` with new, empty engine tables for its rows and indexes.
+fn fresh_tables(db: &Database, cat: &Catalog, mut def: TableDef) -> Result<TableDef, SqlError> {
+    def.engine_table = cat.engine_name(&format!("t.{}", def.name));
+    db.create_table(&def.engine_table).map_err(engine_err)?;
+    for i in &mut def.indexes {
+        i.engine_table = cat.engine_name(&format!("i.{}", i.name));
+        db.create_table(&i.engine_table).map_err(engine_err)?;
+    }
+    Ok(def)
+}
+
+pub fn truncate(db: &Database, cat: &Catalog, name: &str) -> Result<(), SqlError> {
+    let old = cat.get(name)?;
+    let def = fresh_tables(db, cat, old.def.clone())?;
+    let meta = Catalog::meta(db, def, Some(old.next_id.clone()))?;
+    cat.store(db, name, Some(meta))?;
+    drop_engine_tables(db, &old.def);
+    Ok(())
+}
+
+/// Copies every row of `old` into the tables of `def` (keyed by its
+/// primary key or by fresh row ids), in batches.
+fn rebuild(db: &Database, old: &TableMeta, def: TableDef) -> Result<TableMeta, SqlError> {
+    let new = Catalog::meta(db, def, Some(old.next_id.clone()))?;
+    let cx = Ctx {
+        params: &[],
+        now: 0,
+    };
+    let mut reader = db.begin_shared();
+    let mut sink = Sink::batched(db, &new);
+    let result = (|| {
+        for (_, row) in candidates(&mut reader, old, &Access::Full, &cx, false)? {
+            if let Some(pk) = new.def.primary_key {
+                if row[pk] == super::types::Value::Null {
+                    return Err(SqlError::new(
+                        codes::NOT_NULL_VIOLATION,
+                        format!(
+                            "column \"{}\" of relation \"{}\" contains null values",
+                            new.def.columns[pk].name, new.def.name
+                        ),
+                    ));
+                }
+            }
+            super::exec::insert_row(&mut sink, &new, &row)?;
+        }
+        sink.finish()
+    })();
+    if let Err(e) = result {
+        drop_engine_tables(db, &new.def);
+        return Err(if e.code == codes::UNIQUE_VIOLATION {
+            SqlError::new(
+                codes::UNIQUE_VIOLATION,
+                format!(
+                    "could not create unique index \"{}_pkey\": {}",
+                    new.def.name, e.message
+                ),
+            )
+        } else {
+            e
+        });
+    }
+    Ok(new)
+}
+
+pub fn add_primary_key(
+    db: &Database,
+    cat: &Catalog,
+    name: &str,
+    column: usize,
+) -> Result<(), SqlError> {
+    let old = cat.get(name)?;
+    if old.def.primary_key.is_some() {
+        return Err(SqlError::new(
+            "42P16",
+            format!("multiple primary keys for table \"{name}\" are not allowed"),
+        ));
+    }
+    let mut def = old.def.clone();
+    def.primary_key = Some(column);
+    def.columns[column].not_null = true;
+    let def = fresh_tables(db, cat, def)?;
+    let new = rebuild(db, &old, def)?;
+    cat.store(db, name, Some(new))?;
+    drop_engine_tables(db, &old.def);
+    Ok(())
+}
+
+pub fn create_index(
+    db: &Database,
+    cat: &Catalog,
+    name: &str,
+    table: &str,
+    column: usize,
+) -> Result<(), SqlError> {
+    let old = cat.get(table)?;
+    if old.def.indexes.iter().any(|i| i.name == name) {
+        return Err(SqlError::new(
+            codes::DUPLICATE_TABLE,
+            format!("relation \"{name}\" already exists"),
+        ));
+    }
+    let engine_table = cat.engine_name(&format!("i.{name}"));
+    let index = db.create_table(&engine_table).map_err(engine_err)?;
+    let cx = Ctx {
+        params: &[],
+        now: 0,
+    };
+    let mut reader = db.begin_shared();
+    let built = (|| {
+        let rows = candidates(&mut reader, &old, &Access::Full, &cx, false)?;
+        let entries = rows
+            .iter()
+            .map(|(k, r)| (index_key(&r[column], k), Vec::new()));
+        db.bulk_load(&index, entries).map_err(engine_err)
+    })();
+    if let Err(e) = built {
+        let _ = db.drop_table(&engine_table);
+        return Err(e);
+    }
+    let mut def = old.def.clone();
+    def.indexes.push(IndexDef {
+        name: name.to_string(),
+        column,
+        engine_table,
+    });
+    let meta = Catalog::meta(db, def, Some(old.next_id.clone()))?;
+    cat.store(db, table, Some(meta))
+}

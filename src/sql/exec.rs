@@ -1,0 +1,606 @@
+//! Running DML and queries on an engine transaction.
+
+use super::catalog::{ColumnDef, TableMeta};
+use super::engine_err;
+use super::expr::{as_int, compare, Ctx, Expr};
+use super::plan::{Access, Item, Select};
+use super::row::{decode_row, encode_key, encode_row, index_key, index_row_key, prefix_end};
+use super::types::{codes, SqlError, SqlType, Value};
+use crate::db::Database;
+use crate::txn::Transaction;
+use std::cmp::Ordering;
+
+/// Rows read per engine scan call.
+const SCAN_CHUNK: usize = 1000;
+
+pub type Tx = Transaction<'static>;
+
+/// A row's engine key and its decoded values.
+pub type KeyedRow = (Vec<u8>, Vec<Value>);
+
+/// A value as column `col` stores it: typed, range-checked, char(n)
+/// padded, NULL refused for NOT NULL columns.
+pub fn store_value(v: Value, col: &ColumnDef) -> Result<Value, SqlError> {
+    if v == Value::Null {
+        if col.not_null {
+            return Err(SqlError::new(
+                codes::NOT_NULL_VIOLATION,
+                format!(
+                    "null value in column \"{}\" violates not-null constraint",
+                    col.name
+                ),
+            ));
+        }
+        return Ok(v);
+    }
+    let text = |v: Value| match v {
+        Value::Text(s) => Ok(s),
+        Value::Int(x) => Ok(x.to_string()),
+        Value::Bool(b) => Ok(if b { "true" } else { "false" }.into()),
+        Value::Timestamp(_) | Value::Null => Err(SqlError::new(
+            codes::DATATYPE_MISMATCH,
+            "a text value was expected",
+        )),
+    };
+    let too_long = |n: u32| {
+        SqlError::new(
+            codes::STRING_DATA_RIGHT_TRUNCATION,
+            format!("value too long for type character varying({n})"),
+        )
+    };
+    Ok(match col.ty {
+        SqlType::Int4 => {
+            let x = as_int(&v)?.expect("not null");
+            if i32::try_from(x).is_err() {
+                return Err(SqlError::new(
+                    codes::NUMERIC_VALUE_OUT_OF_RANGE,
+                    "integer out of range",
+                ));
+            }
+            Value::Int(x)
+        }
+        SqlType::Int8 => Value::Int(as_int(&v)?.expect("not null")),
+        SqlType::Bpchar(n) => {
+            let s = text(v)?;
+            let t = s.trim_end_matches(' ');
+            let len = t.chars().count();
+            if len > n as usize {
+                return Err(SqlError::new(
+                    codes::STRING_DATA_RIGHT_TRUNCATION,
+                    format!("value too long for type character({n})"),
+                ));
+            }
+            let mut out = String::with_capacity(n as usize);
+            out.push_str(t);
+            out.extend(std::iter::repeat_n(' ', n as usize - len));
+            Value::Text(out)
+        }
+        SqlType::Varchar(Some(n)) => {
+            let s = text(v)?;
+            if s.chars().count() > n as usize {
+                if s.trim_end_matches(' ').chars().count() > n as usize {
+                    return Err(too_long(n));
+                }
+                Value::Text(s.chars().take(n as usize).collect())
+            } else {
+                Value::Text(s)
+            }
+        }
+        SqlType::Varchar(None) | SqlType::Text | SqlType::Char | SqlType::Unknown => {
+            Value::Text(text(v)?)
+        }
+        SqlType::Bool => match v {
+            Value::Bool(b) => Value::Bool(b),
+            Value::Text(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "t" | "true" | "yes" | "on" | "1" => Value::Bool(true),
+                "f" | "false" | "no" | "off" | "0" => Value::Bool(false),
+                _ => {
+                    return Err(SqlError::new(
+                        codes::INVALID_TEXT_REPRESENTATION,
+                        format!("invalid input syntax for type boolean: \"{s}\""),
+                    ))
+                }
+            },
+            _ => {
+                return Err(SqlError::new(
+                    codes::DATATYPE_MISMATCH,
+                    "a boolean was expected",
+                ))
+            }
+        },
+        SqlType::Timestamp => match v {
+            Value::Timestamp(t) => Value::Timestamp(t),
+            Value::Text(s) => Value::Timestamp(parse_timestamp(&s)?),
+            _ => {
+                return Err(SqlError::new(
+                    codes::DATATYPE_MISMATCH,
+                    "a timestamp was expected",
+                ))
+            }
+        },
+    })
+}
+
+/// `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` to microseconds since 2000-01-01.
+pub fn parse_timestamp(s: &str) -> Result<i64, SqlError> {
+    let bad = || {
+        SqlError::new(
+            codes::INVALID_TEXT_REPRESENTATION,
+            format!("invalid input syntax for type timestamp: \"{s}\""),
+        )
+    };
+    let (date, time) = s
+        .trim()
+        .split_once([' ', 'T'])
+        .unwrap_or((s.trim(), "00:00:00"));
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|p| p.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    let [y, m, day] = d[..] else {
+        return Err(bad());
+    };
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let t: Vec<i64> = hms
+        .split(':')
+        .map(|p| p.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    let [h, mi, sec] = t[..] else {
+        return Err(bad());
+    };
+    let us: i64 = format!("{frac:0<6}")[..6].parse().map_err(|_| bad())?;
+    // Days from civil (Howard Hinnant's algorithm), relative to 2000-01-01.
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468 - 10957;
+    Ok(((days * 24 + h) * 60 + mi) * 60_000_000 + sec * 1_000_000 + us)
+}
+
+/// Where rows go: the statement's transaction, or (bulk loads into a
+/// table created or truncated in this block) transactions of their own,
+/// committed every `batch` rows.
+pub enum Sink<'a> {
+    Tx(&'a mut Tx),
+    Batched {
+        db: &'a Database,
+        tx: Option<Tx>,
+        in_tx: usize,
+        batch: usize,
+    },
+}
+
+impl Sink<'_> {
+    pub fn batched<'a>(db: &'a Database, meta: &TableMeta) -> Sink<'a> {
+        let engine = &db.engine;
+        let batch = engine
+            .options
+            .max_write_set_rows
+            .min(1000)
+            .min(engine.pool.nframes() / 4)
+            .max(1);
+        Sink::Batched {
+            db,
+            tx: None,
+            in_tx: 0,
+            batch: (batch / (1 + meta.indexes.len())).max(1),
+        }
+    }
+
+    pub fn tx(&mut self) -> &mut Tx {
+        match self {
+            Sink::Tx(t) => t,
+            Sink::Batched { db, tx, .. } => tx.get_or_insert_with(|| db.begin_shared()),
+        }
+    }
+
+    fn row_done(&mut self) -> Result<(), SqlError> {
+        if let Sink::Batched {
+            tx, in_tx, batch, ..
+        } = self
+        {
+            *in_tx += 1;
+            if *in_tx >= *batch {
+                *in_tx = 0;
+                if let Some(t) = tx.take() {
+                    t.commit().map_err(engine_err)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<(), SqlError> {
+        if let Sink::Batched { tx: Some(t), .. } = self {
+            t.commit().map_err(engine_err)?;
+        }
+        Ok(())
+    }
+}
+
+/// A new row from target values: defaults, SERIAL and NULL fill the rest.
+pub fn build_row(
+    meta: &TableMeta,
+    targets: &[usize],
+    values: Vec<Value>,
+) -> Result<Vec<Value>, SqlError> {
+    let mut row: Vec<Option<Value>> = vec![None; meta.def.columns.len()];
+    for (t, v) in targets.iter().zip(values) {
+        row[*t] = Some(store_value(v, &meta.def.columns[*t])?);
+    }
+    row.into_iter()
+        .zip(&meta.def.columns)
+        .map(|(v, c)| match v {
+            Some(v) => Ok(v),
+            None if c.serial => store_value(Value::Int(meta.take_id()), c),
+            None => store_value(c.default.clone().unwrap_or(Value::Null), c),
+        })
+        .collect()
+}
+
+pub fn insert_row(sink: &mut Sink<'_>, meta: &TableMeta, row: &[Value]) -> Result<(), SqlError> {
+    let key = match meta.def.primary_key {
+        Some(pk) => encode_key(&row[pk]),
+        None => encode_key(&Value::Int(meta.take_id())),
+    };
+    let tx = sink.tx();
+    tx.insert(&meta.rows, &key, &encode_row(&meta.types, row))
+        .map_err(|e| dup(e, meta, row))?;
+    for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
+        tx.insert(t, &index_key(&row[def.column], &key), b"")
+            .map_err(engine_err)?;
+    }
+    sink.row_done()
+}
+
+fn dup(e: crate::Error, meta: &TableMeta, row: &[Value]) -> SqlError {
+    match (&e, meta.def.primary_key) {
+        (crate::Error::DuplicateKey { .. }, Some(pk)) => SqlError::new(
+            codes::UNIQUE_VIOLATION,
+            format!(
+                "duplicate key value violates unique constraint \"{}_pkey\": Key ({})=({}) already exists.",
+                meta.def.name, meta.def.columns[pk].name, show(&row[pk])
+            ),
+        ),
+        _ => engine_err(e),
+    }
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::Text(s) => s.clone(),
+        Value::Int(x) => x.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The (key, row) pairs the access path finds, before the filter.
+/// With `lock`, each row is locked and read again (UPDATE, DELETE).
+pub fn candidates(
+    tx: &mut Tx,
+    meta: &TableMeta,
+    access: &Access,
+    cx: &Ctx<'_>,
+    lock: bool,
+) -> Result<Vec<KeyedRow>, SqlError> {
+    let mut keys: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+    let scan_range = |tx: &Tx,
+                      start: Vec<u8>,
+                      end: Option<Vec<u8>>,
+                      out: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>,
+                      table: &crate::Table,
+                      want_rows: bool|
+     -> Result<(), SqlError> {
+        let mut start = start;
+        loop {
+            let chunk = tx
+                .scan(table, &start, end.as_deref(), SCAN_CHUNK)
+                .map_err(engine_err)?;
+            let n = chunk.len();
+            if let Some((k, _)) = chunk.last() {
+                start = k.clone();
+                start.push(0);
+            }
+            out.extend(chunk.into_iter().map(|(k, v)| (k, want_rows.then_some(v))));
+            if n < SCAN_CHUNK {
+                return Ok(());
+            }
+        }
+    };
+    match access {
+        Access::Key(e) => {
+            let v = e.eval(&[], cx)?;
+            if let Some(v) = key_value(meta, v)? {
+                keys.push((encode_key(&v), None));
+            }
+        }
+        Access::Range(lo, hi) => {
+            let lo = lo.as_ref().map(|e| e.eval(&[], cx)).transpose()?;
+            let hi = hi.as_ref().map(|e| e.eval(&[], cx)).transpose()?;
+            let lo = match lo {
+                Some(v) => match key_value(meta, v)? {
+                    Some(v) => encode_key(&v),
+                    None => return Ok(Vec::new()),
+                },
+                None => vec![1],
+            };
+            let hi = match hi {
+                Some(v) => match key_value(meta, v)? {
+                    Some(v) => prefix_end(&encode_key(&v)),
+                    None => return Ok(Vec::new()),
+                },
+                None => None,
+            };
+            scan_range(tx, lo, hi, &mut keys, &meta.rows, !lock)?;
+        }
+        Access::Index(i, e) => {
+            let v = e.eval(&[], cx)?;
+            let col = meta.def.indexes[*i].column;
+            if v != Value::Null {
+                let v = store_value(
+                    v,
+                    &ColumnDef {
+                        not_null: false,
+                        ..meta.def.columns[col].clone()
+                    },
+                )?;
+                let prefix = index_key(&v, &[]);
+                let mut entries = Vec::new();
+                scan_range(
+                    tx,
+                    prefix.clone(),
+                    prefix_end(&prefix),
+                    &mut entries,
+                    &meta.indexes[*i],
+                    false,
+                )?;
+                for (entry, _) in entries {
+                    keys.push((index_row_key(meta.types[col], &entry)?.to_vec(), None));
+                }
+            }
+        }
+        Access::Full => scan_range(tx, vec![0], None, &mut keys, &meta.rows, !lock)?,
+    }
+    let mut out = Vec::with_capacity(keys.len());
+    for (k, row) in keys {
+        let bytes = match (row, lock) {
+            (Some(r), false) => Some(r),
+            (_, true) => tx.get_for_update(&meta.rows, &k).map_err(engine_err)?,
+            (None, false) => tx.get(&meta.rows, &k).map_err(engine_err)?,
+        };
+        if let Some(b) = bytes {
+            out.push((k, decode_row(&meta.types, &b)?));
+        }
+    }
+    Ok(out)
+}
+
+/// A key value of the primary key's type; `None` when nothing can match
+/// (NULL, or an integer outside the column's range).
+fn key_value(meta: &TableMeta, v: Value) -> Result<Option<Value>, SqlError> {
+    let Some(pk) = meta.def.primary_key else {
+        return Ok(Some(v));
+    };
+    if v == Value::Null {
+        return Ok(None);
+    }
+    let col = &meta.def.columns[pk];
+    match store_value(v, col) {
+        Ok(v) => Ok(Some(v)),
+        Err(e)
+            if e.code == codes::NUMERIC_VALUE_OUT_OF_RANGE
+                || e.code == codes::STRING_DATA_RIGHT_TRUNCATION =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// UPDATE: returns the rows changed.
+pub fn update(
+    tx: &mut Tx,
+    meta: &TableMeta,
+    sets: &[(usize, Expr)],
+    filter: Option<&Expr>,
+    access: &Access,
+    cx: &Ctx<'_>,
+) -> Result<u64, SqlError> {
+    let mut n = 0;
+    for (key, old) in candidates(tx, meta, access, cx, true)? {
+        if let Some(f) = filter {
+            if !f.holds(&old, cx)? {
+                continue;
+            }
+        }
+        let mut new = old.clone();
+        for (c, e) in sets {
+            new[*c] = store_value(e.eval(&old, cx)?, &meta.def.columns[*c])?;
+        }
+        let new_key = match meta.def.primary_key {
+            Some(pk) if new[pk] != old[pk] => encode_key(&new[pk]),
+            _ => key.clone(),
+        };
+        if new_key != key {
+            tx.delete(&meta.rows, &key).map_err(engine_err)?;
+            tx.insert(&meta.rows, &new_key, &encode_row(&meta.types, &new))
+                .map_err(|e| dup(e, meta, &new))?;
+        } else {
+            tx.update(&meta.rows, &key, &encode_row(&meta.types, &new))
+                .map_err(engine_err)?;
+        }
+        for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
+            if new[def.column] != old[def.column] || new_key != key {
+                tx.delete(t, &index_key(&old[def.column], &key))
+                    .map_err(engine_err)?;
+                tx.insert(t, &index_key(&new[def.column], &new_key), b"")
+                    .map_err(engine_err)?;
+            }
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// DELETE: returns the rows deleted.
+pub fn delete(
+    tx: &mut Tx,
+    meta: &TableMeta,
+    filter: Option<&Expr>,
+    access: &Access,
+    cx: &Ctx<'_>,
+) -> Result<u64, SqlError> {
+    let mut n = 0;
+    for (key, old) in candidates(tx, meta, access, cx, true)? {
+        if let Some(f) = filter {
+            if !f.holds(&old, cx)? {
+                continue;
+            }
+        }
+        tx.delete(&meta.rows, &key).map_err(engine_err)?;
+        for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
+            tx.delete(t, &index_key(&old[def.column], &key))
+                .map_err(engine_err)?;
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn order_cmp(a: &Value, b: &Value, desc: bool) -> Ordering {
+    // NULLs sort last ascending, first descending, as in PostgreSQL.
+    let o = match (a, b) {
+        (Value::Null, Value::Null) => Ordering::Equal,
+        (Value::Null, _) => Ordering::Greater,
+        (_, Value::Null) => Ordering::Less,
+        _ => compare(a, b).unwrap_or(Ordering::Equal),
+    };
+    if desc {
+        o.reverse()
+    } else {
+        o
+    }
+}
+
+/// SELECT: the result rows.
+pub fn select(
+    tx: &mut Tx,
+    meta: Option<&TableMeta>,
+    s: &Select,
+    cx: &Ctx<'_>,
+) -> Result<Vec<Vec<Value>>, SqlError> {
+    let source: Vec<Vec<Value>> = match meta {
+        None => vec![Vec::new()],
+        Some(m) => {
+            let mut rows = Vec::new();
+            for (_, r) in candidates(tx, m, &s.access, cx, false)? {
+                if s.filter
+                    .as_ref()
+                    .map(|f| f.holds(&r, cx))
+                    .transpose()?
+                    .unwrap_or(true)
+                {
+                    rows.push(r);
+                }
+            }
+            rows
+        }
+    };
+    let limit = match &s.limit {
+        Some(e) => as_int(&e.eval(&[], cx)?)?.map(|n| n.max(0) as usize),
+        None => None,
+    };
+    if s.aggregate {
+        let mut out = Vec::new();
+        for item in &s.items {
+            out.push(match item {
+                Item::Expr(e) => e.eval(&[], cx)?,
+                Item::Count(None) => Value::Int(source.len() as i64),
+                Item::Count(Some(e)) => {
+                    let mut n = 0;
+                    for r in &source {
+                        n += (e.eval(r, cx)? != Value::Null) as i64;
+                    }
+                    Value::Int(n)
+                }
+                Item::Sum(e) => {
+                    let mut sum: Option<i64> = None;
+                    for r in &source {
+                        if let Some(x) = as_int(&e.eval(r, cx)?)? {
+                            sum = Some(sum.unwrap_or(0).checked_add(x).ok_or_else(|| {
+                                SqlError::new(
+                                    codes::NUMERIC_VALUE_OUT_OF_RANGE,
+                                    "bigint out of range",
+                                )
+                            })?);
+                        }
+                    }
+                    sum.map_or(Value::Null, Value::Int)
+                }
+                Item::Min(e) | Item::Max(e) => {
+                    let want = if matches!(item, Item::Min(_)) {
+                        Ordering::Less
+                    } else {
+                        Ordering::Greater
+                    };
+                    let mut best = Value::Null;
+                    for r in &source {
+                        let v = e.eval(r, cx)?;
+                        if v != Value::Null && (best == Value::Null || compare(&v, &best)? == want)
+                        {
+                            best = v;
+                        }
+                    }
+                    best
+                }
+            });
+        }
+        return Ok(if limit == Some(0) {
+            Vec::new()
+        } else {
+            vec![out]
+        });
+    }
+    let mut rows: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(source.len());
+    for r in &source {
+        let keys = s
+            .order
+            .iter()
+            .map(|(e, _)| e.eval(r, cx))
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = s
+            .items
+            .iter()
+            .map(|i| match i {
+                Item::Expr(e) => e.eval(r, cx),
+                _ => unreachable!("aggregates handled above"),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.push((keys, out));
+    }
+    if !s.order.is_empty() {
+        rows.sort_by(|a, b| {
+            for (i, (_, desc)) in s.order.iter().enumerate() {
+                let o = order_cmp(&a.0[i], &b.0[i], *desc);
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+            Ordering::Equal
+        });
+    }
+    let mut out: Vec<Vec<Value>> = Vec::with_capacity(rows.len());
+    let mut seen = std::collections::HashSet::new();
+    for (_, r) in rows {
+        if s.distinct && !seen.insert(r.clone()) {
+            continue;
+        }
+        if limit.is_some_and(|l| out.len() >= l) {
+            break;
+        }
+        out.push(r);
+    }
+    Ok(out)
+}

@@ -1,0 +1,404 @@
+//! Expressions: converted from the parser's AST against a table's
+//! columns, typed (which also infers parameter types), and evaluated.
+
+use super::types::{codes, SqlError, SqlType, Value};
+use sqlparser::ast::{self, BinaryOperator as B, UnaryOperator as U};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Clone, Debug)]
+pub enum Expr {
+    Const(Value, SqlType),
+    Param(usize),
+    Column(usize),
+    Arith(Arith, Box<Expr>, Box<Expr>),
+    Neg(Box<Expr>),
+    Cmp(Cmp, Box<Expr>, Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+    IsNull(Box<Expr>, bool),
+    Between(Box<Expr>, Box<Expr>, Box<Expr>, bool),
+    Now,
+}
+
+/// What an expression can see while it is converted: the columns in
+/// scope and the parameter types found so far.
+pub struct Scope<'a> {
+    pub columns: &'a [(String, SqlType)],
+    pub params: &'a mut Vec<SqlType>,
+    /// Parameters the client declared (their types are fixed).
+    pub declared: &'a [Option<SqlType>],
+    pub sql: &'a str,
+}
+
+pub fn ident(i: &ast::Ident) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_lowercase()
+    }
+}
+
+pub fn object_name(n: &ast::ObjectName, sql: &str) -> Result<String, SqlError> {
+    match n.0.as_slice() {
+        [ast::ObjectNamePart::Identifier(i)] => Ok(ident(i)),
+        [ast::ObjectNamePart::Identifier(s), ast::ObjectNamePart::Identifier(i)]
+            if ident(s) == "public" =>
+        {
+            Ok(ident(i))
+        }
+        _ => Err(SqlError::not_supported(sql)),
+    }
+}
+
+impl Scope<'_> {
+    fn param(&mut self, text: &str) -> Result<usize, SqlError> {
+        let n: usize = text
+            .strip_prefix('$')
+            .and_then(|d| d.parse().ok())
+            .filter(|n| *n >= 1 && *n <= 65535)
+            .ok_or_else(|| SqlError::not_supported(self.sql))?;
+        if self.params.len() < n {
+            self.params.resize(n, SqlType::Unknown);
+        }
+        if let Some(Some(t)) = self.declared.get(n - 1) {
+            self.params[n - 1] = *t;
+        }
+        Ok(n - 1)
+    }
+
+    /// The type of `e`; a parameter still unknown takes `hint`.
+    pub fn type_of(&mut self, e: &Expr, hint: SqlType) -> SqlType {
+        match e {
+            Expr::Const(_, t) => *t,
+            Expr::Param(i) => {
+                if self.params[*i] == SqlType::Unknown && hint != SqlType::Unknown {
+                    self.params[*i] = hint;
+                }
+                self.params[*i]
+            }
+            Expr::Column(c) => self.columns[*c].1,
+            Expr::Arith(_, a, b) => {
+                let ta = self.type_of(a, SqlType::Unknown);
+                let tb = self.type_of(b, ta);
+                let ta = self.type_of(a, tb);
+                if ta == SqlType::Int8 || tb == SqlType::Int8 {
+                    SqlType::Int8
+                } else {
+                    SqlType::Int4
+                }
+            }
+            Expr::Neg(a) => self.type_of(a, SqlType::Int4),
+            Expr::Cmp(_, a, b) => {
+                let ta = self.type_of(a, SqlType::Unknown);
+                let tb = self.type_of(b, ta);
+                self.type_of(a, tb);
+                SqlType::Bool
+            }
+            Expr::Between(x, lo, hi, _) => {
+                let t = self.type_of(x, SqlType::Unknown);
+                self.type_of(lo, t);
+                self.type_of(hi, t);
+                SqlType::Bool
+            }
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                self.type_of(a, SqlType::Bool);
+                self.type_of(b, SqlType::Bool);
+                SqlType::Bool
+            }
+            Expr::Not(a) => {
+                self.type_of(a, SqlType::Bool);
+                SqlType::Bool
+            }
+            Expr::IsNull(a, _) => {
+                self.type_of(a, SqlType::Unknown);
+                SqlType::Bool
+            }
+            Expr::Now => SqlType::Timestamp,
+        }
+    }
+
+    /// Converts an AST expression; anything outside the supported shapes
+    /// is 0A000.
+    pub fn convert(&mut self, e: &ast::Expr) -> Result<Expr, SqlError> {
+        let unsupported = || SqlError::not_supported(self.sql);
+        Ok(match e {
+            ast::Expr::Identifier(i) => self.column(&ident(i))?,
+            ast::Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+                [_, col] => self.column(&ident(col))?,
+                _ => return Err(unsupported()),
+            },
+            ast::Expr::Nested(inner) => self.convert(inner)?,
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::Number(n, false) => {
+                    let x: i64 = n.parse().map_err(|_| unsupported())?;
+                    let t = if i32::try_from(x).is_ok() {
+                        SqlType::Int4
+                    } else {
+                        SqlType::Int8
+                    };
+                    Expr::Const(Value::Int(x), t)
+                }
+                ast::Value::SingleQuotedString(s) => {
+                    Expr::Const(Value::Text(s.clone()), SqlType::Unknown)
+                }
+                ast::Value::Boolean(b) => Expr::Const(Value::Bool(*b), SqlType::Bool),
+                ast::Value::Null => Expr::Const(Value::Null, SqlType::Unknown),
+                ast::Value::Placeholder(p) => Expr::Param(self.param(p)?),
+                _ => return Err(unsupported()),
+            },
+            ast::Expr::UnaryOp { op, expr } => {
+                let inner = self.convert(expr)?;
+                match op {
+                    U::Minus => match inner {
+                        Expr::Const(Value::Int(x), _) => {
+                            let t = if i32::try_from(-x).is_ok() {
+                                SqlType::Int4
+                            } else {
+                                SqlType::Int8
+                            };
+                            Expr::Const(Value::Int(-x), t)
+                        }
+                        other => Expr::Neg(Box::new(other)),
+                    },
+                    U::Plus => inner,
+                    U::Not => Expr::Not(Box::new(inner)),
+                    _ => return Err(unsupported()),
+                }
+            }
+            ast::Expr::BinaryOp { left, op, right } => {
+                let (a, b) = (
+                    Box::new(self.convert(left)?),
+                    Box::new(self.convert(right)?),
+                );
+                match op {
+                    B::Plus => Expr::Arith(Arith::Add, a, b),
+                    B::Minus => Expr::Arith(Arith::Sub, a, b),
+                    B::Multiply => Expr::Arith(Arith::Mul, a, b),
+                    B::Divide => Expr::Arith(Arith::Div, a, b),
+                    B::Modulo => Expr::Arith(Arith::Mod, a, b),
+                    B::Eq => Expr::Cmp(Cmp::Eq, a, b),
+                    B::NotEq => Expr::Cmp(Cmp::Ne, a, b),
+                    B::Lt => Expr::Cmp(Cmp::Lt, a, b),
+                    B::LtEq => Expr::Cmp(Cmp::Le, a, b),
+                    B::Gt => Expr::Cmp(Cmp::Gt, a, b),
+                    B::GtEq => Expr::Cmp(Cmp::Ge, a, b),
+                    B::And => Expr::And(a, b),
+                    B::Or => Expr::Or(a, b),
+                    _ => return Err(unsupported()),
+                }
+            }
+            ast::Expr::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => Expr::Between(
+                Box::new(self.convert(expr)?),
+                Box::new(self.convert(low)?),
+                Box::new(self.convert(high)?),
+                *negated,
+            ),
+            ast::Expr::IsNull(a) => Expr::IsNull(Box::new(self.convert(a)?), false),
+            ast::Expr::IsNotNull(a) => Expr::IsNull(Box::new(self.convert(a)?), true),
+            ast::Expr::Function(f) => {
+                let name = object_name(&f.name, self.sql)?;
+                let no_args = match &f.args {
+                    ast::FunctionArguments::None => true,
+                    ast::FunctionArguments::List(l) => l.args.is_empty() && name == "now",
+                    _ => false,
+                };
+                if (name == "now" || name == "current_timestamp")
+                    && no_args
+                    && f.over.is_none()
+                    && f.filter.is_none()
+                {
+                    Expr::Now
+                } else {
+                    return Err(unsupported());
+                }
+            }
+            _ => return Err(unsupported()),
+        })
+    }
+
+    fn column(&self, name: &str) -> Result<Expr, SqlError> {
+        self.columns
+            .iter()
+            .position(|(n, _)| n == name)
+            .map(Expr::Column)
+            .ok_or_else(|| {
+                SqlError::new(
+                    codes::UNDEFINED_COLUMN,
+                    format!("column \"{name}\" does not exist"),
+                )
+            })
+    }
+}
+
+/// What evaluation needs besides the row.
+pub struct Ctx<'a> {
+    pub params: &'a [Value],
+    /// The statement's CURRENT_TIMESTAMP.
+    pub now: i64,
+}
+
+fn out_of_range() -> SqlError {
+    SqlError::new(codes::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range")
+}
+
+/// An integer operand: text (an unknown-typed literal or parameter) is
+/// parsed as PostgreSQL would cast it.
+pub fn as_int(v: &Value) -> Result<Option<i64>, SqlError> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Int(x) => Ok(Some(*x)),
+        Value::Text(s) => s.trim().parse().map(Some).map_err(|_| {
+            SqlError::new(
+                codes::INVALID_TEXT_REPRESENTATION,
+                format!("invalid input syntax for type integer: \"{s}\""),
+            )
+        }),
+        _ => Err(SqlError::new(
+            codes::DATATYPE_MISMATCH,
+            "an integer was expected",
+        )),
+    }
+}
+
+/// Compares two non-null values; text compares ignoring trailing blanks
+/// (bpchar), text against an integer is read as an integer.
+pub fn compare(a: &Value, b: &Value) -> Result<std::cmp::Ordering, SqlError> {
+    Ok(match (a, b) {
+        (Value::Text(x), Value::Text(y)) => x.trim_end_matches(' ').cmp(y.trim_end_matches(' ')),
+        (Value::Int(_), Value::Text(_)) | (Value::Text(_), Value::Int(_)) => {
+            as_int(a)?.cmp(&as_int(b)?)
+        }
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Int(x), Value::Int(y)) | (Value::Timestamp(x), Value::Timestamp(y)) => x.cmp(y),
+        _ => {
+            return Err(SqlError::new(
+                codes::DATATYPE_MISMATCH,
+                "cannot compare these types",
+            ))
+        }
+    })
+}
+
+fn truth(v: &Value) -> Result<Option<bool>, SqlError> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Bool(b) => Ok(Some(*b)),
+        _ => Err(SqlError::new(
+            codes::DATATYPE_MISMATCH,
+            "argument must be type boolean",
+        )),
+    }
+}
+
+impl Expr {
+    pub fn eval(&self, row: &[Value], cx: &Ctx<'_>) -> Result<Value, SqlError> {
+        Ok(match self {
+            Expr::Const(v, _) => v.clone(),
+            Expr::Param(i) => cx.params[*i].clone(),
+            Expr::Column(c) => row[*c].clone(),
+            Expr::Now => Value::Timestamp(cx.now),
+            Expr::Neg(a) => match as_int(&a.eval(row, cx)?)? {
+                None => Value::Null,
+                Some(x) => Value::Int(x.checked_neg().ok_or_else(out_of_range)?),
+            },
+            Expr::Arith(op, a, b) => {
+                let (Some(x), Some(y)) = (as_int(&a.eval(row, cx)?)?, as_int(&b.eval(row, cx)?)?)
+                else {
+                    return Ok(Value::Null);
+                };
+                if matches!(op, Arith::Div | Arith::Mod) && y == 0 {
+                    return Err(SqlError::new(codes::DIVISION_BY_ZERO, "division by zero"));
+                }
+                let r = match op {
+                    Arith::Add => x.checked_add(y),
+                    Arith::Sub => x.checked_sub(y),
+                    Arith::Mul => x.checked_mul(y),
+                    Arith::Div => x.checked_div(y),
+                    Arith::Mod => x.checked_rem(y),
+                };
+                Value::Int(r.ok_or_else(out_of_range)?)
+            }
+            Expr::Cmp(op, a, b) => {
+                let (x, y) = (a.eval(row, cx)?, b.eval(row, cx)?);
+                if x == Value::Null || y == Value::Null {
+                    return Ok(Value::Null);
+                }
+                let o = compare(&x, &y)?;
+                Value::Bool(match op {
+                    Cmp::Eq => o.is_eq(),
+                    Cmp::Ne => o.is_ne(),
+                    Cmp::Lt => o.is_lt(),
+                    Cmp::Le => o.is_le(),
+                    Cmp::Gt => o.is_gt(),
+                    Cmp::Ge => o.is_ge(),
+                })
+            }
+            Expr::Between(x, lo, hi, negated) => {
+                let ge = Expr::Cmp(Cmp::Ge, x.clone(), lo.clone());
+                let le = Expr::Cmp(Cmp::Le, x.clone(), hi.clone());
+                let both = Expr::And(Box::new(ge), Box::new(le)).eval(row, cx)?;
+                match (both, negated) {
+                    (Value::Bool(b), true) => Value::Bool(!b),
+                    (v, _) => v,
+                }
+            }
+            Expr::And(a, b) => match (truth(&a.eval(row, cx)?)?, truth(&b.eval(row, cx)?)?) {
+                (Some(false), _) | (_, Some(false)) => Value::Bool(false),
+                (Some(true), Some(true)) => Value::Bool(true),
+                _ => Value::Null,
+            },
+            Expr::Or(a, b) => match (truth(&a.eval(row, cx)?)?, truth(&b.eval(row, cx)?)?) {
+                (Some(true), _) | (_, Some(true)) => Value::Bool(true),
+                (Some(false), Some(false)) => Value::Bool(false),
+                _ => Value::Null,
+            },
+            Expr::Not(a) => match truth(&a.eval(row, cx)?)? {
+                Some(b) => Value::Bool(!b),
+                None => Value::Null,
+            },
+            Expr::IsNull(a, negated) => Value::Bool((a.eval(row, cx)? == Value::Null) != *negated),
+        })
+    }
+
+    /// True when the predicate holds (NULL counts as false).
+    pub fn holds(&self, row: &[Value], cx: &Ctx<'_>) -> Result<bool, SqlError> {
+        Ok(truth(&self.eval(row, cx)?)? == Some(true))
+    }
+
+    /// True when it reads no column (a constant or parameters only).
+    pub fn is_constant(&self) -> bool {
+        match self {
+            Expr::Const(..) | Expr::Param(_) | Expr::Now => true,
+            Expr::Column(_) => false,
+            Expr::Neg(a) | Expr::Not(a) | Expr::IsNull(a, _) => a.is_constant(),
+            Expr::Arith(_, a, b) | Expr::Cmp(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
+                a.is_constant() && b.is_constant()
+            }
+            Expr::Between(a, b, c, _) => a.is_constant() && b.is_constant() && c.is_constant(),
+        }
+    }
+}

@@ -1,0 +1,651 @@
+//! Sessions: transaction blocks, statement execution, COPY.
+//!
+//! Outside a block each statement is its own engine transaction,
+//! committed (durable) before its result. In a block the statements share
+//! one; an error aborts it at once and the block is failed (25P02) until
+//! ROLLBACK or COMMIT. Bulk loads (COPY, INSERT ... SELECT FROM
+//! generate_series) into a table created or truncated in the block, or
+//! into an empty table outside one, are written in batched transactions
+//! of their own, as PostgreSQL's COPY FREEZE: if the block then rolls
+//! back, or the load fails, the table is truncated again.
+
+use super::catalog::{Catalog, TableMeta};
+use super::copy;
+use super::ddl;
+use super::engine_err;
+use super::exec::{self, Sink, Tx};
+use super::expr::{as_int, Ctx};
+use super::parse::{self, Planned};
+use super::plan::{InsertSource, Plan};
+use super::types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
+use crate::db::Database;
+use parking_lot::Mutex;
+use sqlparser::ast::Statement;
+use std::collections::HashSet;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+
+pub struct SqlEngine {
+    pub(crate) db: Arc<Database>,
+    catalog: Catalog,
+    /// DDL statements run one at a time.
+    ddl: Mutex<()>,
+}
+
+impl SqlEngine {
+    /// Opens the SQL catalog kept in the database (creating it on first
+    /// use) and drops engine tables no SQL table owns.
+    pub fn open(db: Arc<Database>) -> Result<Arc<SqlEngine>, SqlError> {
+        let catalog = Catalog::open(&db)?;
+        Ok(Arc::new(SqlEngine {
+            db,
+            catalog,
+            ddl: Mutex::new(()),
+        }))
+    }
+
+    pub fn session(self: &Arc<Self>) -> Session {
+        Session {
+            engine: self.clone(),
+            state: State::Idle,
+            fresh: HashSet::new(),
+            batched: HashSet::new(),
+            copy: None,
+        }
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+}
+
+/// A parsed and planned statement, reusable.
+pub struct Prepared {
+    sql: String,
+    stmt: Option<Statement>,
+    declared: Vec<Option<SqlType>>,
+    planned: Planned,
+    version: u64,
+}
+
+impl Prepared {
+    pub fn params(&self) -> &[SqlType] {
+        &self.planned.params
+    }
+    pub fn columns(&self) -> &[Column] {
+        &self.planned.columns
+    }
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+}
+
+enum State {
+    Idle,
+    /// In a block; its engine transaction begins with its first read or write.
+    Block(Option<Tx>),
+    Failed,
+}
+
+struct CopyState {
+    meta: Arc<TableMeta>,
+    targets: Vec<usize>,
+    buf: Vec<u8>,
+    count: u64,
+    ended: bool,
+    batched: bool,
+    /// The autocommit COPY's own transaction, or a batch's.
+    tx: Option<Tx>,
+    in_batch: usize,
+}
+
+pub struct Session {
+    engine: Arc<SqlEngine>,
+    state: State,
+    /// Tables created or truncated in the current block.
+    fresh: HashSet<String>,
+    /// Tables bulk-loaded outside the block's transaction, truncated if it rolls back.
+    batched: HashSet<String>,
+    copy: Option<CopyState>,
+}
+
+fn now_micros() -> i64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    d.as_micros() as i64 - 946_684_800_000_000
+}
+
+fn failed_block() -> SqlError {
+    SqlError::new(
+        codes::IN_FAILED_SQL_TRANSACTION,
+        "current transaction is aborted, commands ignored until end of transaction block",
+    )
+}
+
+impl Session {
+    pub fn status(&self) -> TxStatus {
+        match self.state {
+            State::Idle => TxStatus::Idle,
+            State::Block(_) => TxStatus::InBlock,
+            State::Failed => TxStatus::Failed,
+        }
+    }
+
+    pub fn prepare(
+        &mut self,
+        sql: &str,
+        declared: &[Option<SqlType>],
+    ) -> Result<Arc<Prepared>, SqlError> {
+        let stmts = parse::parse(sql)?;
+        let stmt = match stmts.len() {
+            0 => None,
+            1 => stmts.into_iter().next(),
+            _ => {
+                return Err(SqlError::new(
+                    codes::SYNTAX_ERROR,
+                    "cannot insert multiple commands into a prepared statement",
+                ))
+            }
+        };
+        if matches!(self.state, State::Failed)
+            && !matches!(
+                stmt,
+                Some(Statement::Commit { .. } | Statement::Rollback { .. })
+            )
+        {
+            return Err(failed_block());
+        }
+        Ok(Arc::new(self.plan(sql, stmt, declared)?))
+    }
+
+    fn plan(
+        &self,
+        sql: &str,
+        stmt: Option<Statement>,
+        declared: &[Option<SqlType>],
+    ) -> Result<Prepared, SqlError> {
+        let version = self.engine.catalog.version.load(SeqCst);
+        let planned = match &stmt {
+            Some(s) => parse::plan(&self.engine.catalog, s, declared, sql)?,
+            None => Planned {
+                plan: Plan::Noop("EMPTY"),
+                params: Vec::new(),
+                columns: Vec::new(),
+            },
+        };
+        Ok(Prepared {
+            sql: sql.to_string(),
+            stmt,
+            declared: declared.to_vec(),
+            planned,
+            version,
+        })
+    }
+
+    pub fn simple_query(&mut self, sql: &str) -> Vec<Result<Outcome, SqlError>> {
+        let stmts = match parse::parse(sql) {
+            Ok(s) => s,
+            Err(e) => return vec![Err(e)],
+        };
+        let single = stmts.len() == 1;
+        let mut out = Vec::new();
+        for s in stmts {
+            let text = if single {
+                sql.trim().to_string()
+            } else {
+                s.to_string()
+            };
+            let r = if matches!(self.state, State::Failed)
+                && !matches!(s, Statement::Commit { .. } | Statement::Rollback { .. })
+            {
+                Err(failed_block())
+            } else {
+                self.plan(&text, Some(s), &[])
+                    .and_then(|p| self.execute(&p, &[]))
+            };
+            let stop = matches!(r, Err(_) | Ok(Outcome::CopyIn { .. }));
+            if let Err(e) = &r {
+                self.fail(e);
+            }
+            out.push(r);
+            if stop {
+                break;
+            }
+        }
+        out
+    }
+
+    /// After an error: a block fails, its transaction and bulk loads undone.
+    fn fail(&mut self, _e: &SqlError) {
+        if let State::Block(tx) = &mut self.state {
+            if let Some(t) = tx.take() {
+                t.abort();
+            }
+            self.state = State::Failed;
+            self.undo_bulk();
+        }
+    }
+
+    fn undo_bulk(&mut self) {
+        for t in std::mem::take(&mut self.batched) {
+            let _ddl = self.engine.ddl.lock();
+            if let Err(e) = ddl::truncate(&self.engine.db, &self.engine.catalog, &t) {
+                tracing::warn!("could not empty {t} after its bulk load was rolled back: {e}");
+            }
+        }
+        self.fresh.clear();
+    }
+
+    pub fn execute(&mut self, stmt: &Prepared, params: &[Value]) -> Result<Outcome, SqlError> {
+        let r = self.execute_inner(stmt, params);
+        if let Err(e) = &r {
+            self.fail(e);
+        }
+        r
+    }
+
+    fn execute_inner(&mut self, stmt: &Prepared, params: &[Value]) -> Result<Outcome, SqlError> {
+        if self.copy.is_some() {
+            return Err(SqlError::new(
+                codes::PROTOCOL_VIOLATION,
+                "a COPY is in progress",
+            ));
+        }
+        let replanned;
+        let stmt = if stmt.version != self.engine.catalog.version.load(SeqCst)
+            && !matches!(
+                stmt.planned.plan,
+                Plan::Begin | Plan::Commit | Plan::Rollback | Plan::Noop(_)
+            ) {
+            replanned = self.plan(&stmt.sql, stmt.stmt.clone(), &stmt.declared)?;
+            &replanned
+        } else {
+            stmt
+        };
+        let plan = &stmt.planned.plan;
+        if matches!(self.state, State::Failed) && !matches!(plan, Plan::Commit | Plan::Rollback) {
+            return Err(failed_block());
+        }
+        if params.len() != stmt.planned.params.len() {
+            return Err(SqlError::new(
+                codes::PROTOCOL_VIOLATION,
+                format!(
+                    "bind message supplies {} parameters, but prepared statement requires {}",
+                    params.len(),
+                    stmt.planned.params.len()
+                ),
+            ));
+        }
+        let params = params
+            .iter()
+            .zip(&stmt.planned.params)
+            .map(|(v, t)| coerce_param(v, *t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cx = Ctx {
+            params: &params,
+            now: now_micros(),
+        };
+        let cmd = |t: &str| Ok(Outcome::Command { tag: t.to_string() });
+        let eng = self.engine.clone();
+        let (db, cat) = (&*eng.db, &eng.catalog);
+        match plan {
+            Plan::Noop("EMPTY") => cmd(""),
+            Plan::Noop(tag) => cmd(tag),
+            Plan::Begin => {
+                if matches!(self.state, State::Idle) {
+                    self.state = State::Block(None);
+                }
+                cmd("BEGIN")
+            }
+            Plan::Commit => match std::mem::replace(&mut self.state, State::Idle) {
+                State::Failed => cmd("ROLLBACK"),
+                State::Idle => cmd("COMMIT"),
+                State::Block(tx) => {
+                    let r = tx.map(|t| t.commit().map_err(engine_err)).transpose();
+                    match r {
+                        Ok(_) => {
+                            self.batched.clear();
+                            self.fresh.clear();
+                            cmd("COMMIT")
+                        }
+                        Err(e) => {
+                            self.undo_bulk();
+                            Err(e)
+                        }
+                    }
+                }
+            },
+            Plan::Rollback => {
+                if let State::Block(Some(t)) = std::mem::replace(&mut self.state, State::Idle) {
+                    t.abort();
+                }
+                self.undo_bulk();
+                cmd("ROLLBACK")
+            }
+            Plan::CreateTable {
+                name,
+                columns,
+                primary_key,
+                if_not_exists,
+            } => {
+                let _g = eng.ddl.lock();
+                if cat.exists(name) {
+                    if *if_not_exists {
+                        return cmd("CREATE TABLE");
+                    }
+                    return Err(SqlError::new(
+                        codes::DUPLICATE_TABLE,
+                        format!("relation \"{name}\" already exists"),
+                    ));
+                }
+                ddl::create_table(db, cat, name, columns.clone(), *primary_key)?;
+                self.fresh.insert(name.clone());
+                cmd("CREATE TABLE")
+            }
+            Plan::DropTables { names, if_exists } => {
+                let _g = eng.ddl.lock();
+                for n in names {
+                    if !cat.exists(n) && *if_exists {
+                        continue;
+                    }
+                    ddl::drop_table(db, cat, n)?;
+                }
+                cmd("DROP TABLE")
+            }
+            Plan::Truncate(names) => {
+                let _g = eng.ddl.lock();
+                for n in names {
+                    cat.get(n)?;
+                }
+                for n in names {
+                    ddl::truncate(db, cat, n)?;
+                    self.fresh.insert(n.clone());
+                }
+                cmd("TRUNCATE TABLE")
+            }
+            Plan::CreateIndex {
+                name,
+                table,
+                column,
+            } => {
+                let _g = eng.ddl.lock();
+                ddl::create_index(db, cat, name, table, *column)?;
+                cmd("CREATE INDEX")
+            }
+            Plan::AddPrimaryKey { table, column } => {
+                let _g = eng.ddl.lock();
+                ddl::add_primary_key(db, cat, table, *column)?;
+                cmd("ALTER TABLE")
+            }
+            Plan::Copy { table, targets } => {
+                let meta = cat.get(table)?;
+                let batched = self.bulk_ok(&meta)?;
+                self.copy = Some(CopyState {
+                    meta,
+                    targets: targets.clone(),
+                    buf: Vec::new(),
+                    count: 0,
+                    ended: false,
+                    batched,
+                    tx: None,
+                    in_batch: 0,
+                });
+                Ok(Outcome::CopyIn {
+                    columns: targets.len(),
+                })
+            }
+            Plan::Insert {
+                table,
+                targets,
+                source: InsertSource::Series { from, to, exprs },
+            } => {
+                let meta = cat.get(table)?;
+                let (Some(a), Some(b)) =
+                    (as_int(&from.eval(&[], &cx)?)?, as_int(&to.eval(&[], &cx)?)?)
+                else {
+                    return cmd("INSERT 0 0");
+                };
+                let batched = self.bulk_ok(&meta)?;
+                let mut n = 0u64;
+                let mut load = |sink: &mut Sink<'_>| -> Result<(), SqlError> {
+                    for x in a..=b {
+                        let vals = exprs
+                            .iter()
+                            .map(|e| e.eval(&[Value::Int(x)], &cx))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        let row = exec::build_row(&meta, targets, vals)?;
+                        exec::insert_row(sink, &meta, &row)?;
+                        n += 1;
+                    }
+                    Ok(())
+                };
+                if batched {
+                    let mut sink = Sink::batched(db, &meta);
+                    let r = load(&mut sink).and_then(|_| sink.finish());
+                    self.batched.insert(table.clone());
+                    if let Err(e) = r {
+                        if matches!(self.state, State::Idle) {
+                            self.undo_bulk();
+                        }
+                        return Err(e);
+                    }
+                    if matches!(self.state, State::Idle) {
+                        self.batched.clear();
+                    }
+                } else {
+                    self.with_tx(|tx| load(&mut Sink::Tx(tx)))?;
+                }
+                cmd(&format!("INSERT 0 {n}"))
+            }
+            Plan::Insert {
+                table,
+                targets,
+                source: InsertSource::Values(rows),
+            } => {
+                let meta = cat.get(table)?;
+                self.with_tx(|tx| {
+                    let mut sink = Sink::Tx(tx);
+                    for r in rows {
+                        let vals = r
+                            .iter()
+                            .map(|e| e.eval(&[], &cx))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        let row = exec::build_row(&meta, targets, vals)?;
+                        exec::insert_row(&mut sink, &meta, &row)?;
+                    }
+                    Ok(())
+                })?;
+                cmd(&format!("INSERT 0 {}", rows.len()))
+            }
+            Plan::Update {
+                table,
+                sets,
+                filter,
+                access,
+            } => {
+                let meta = cat.get(table)?;
+                let n =
+                    self.with_tx(|tx| exec::update(tx, &meta, sets, filter.as_ref(), access, &cx))?;
+                cmd(&format!("UPDATE {n}"))
+            }
+            Plan::Delete {
+                table,
+                filter,
+                access,
+            } => {
+                let meta = cat.get(table)?;
+                let n = self.with_tx(|tx| exec::delete(tx, &meta, filter.as_ref(), access, &cx))?;
+                cmd(&format!("DELETE {n}"))
+            }
+            Plan::Select(s) => {
+                let meta = s.table.as_ref().map(|t| cat.get(t)).transpose()?;
+                let rows = self.with_tx(|tx| exec::select(tx, meta.as_deref(), s, &cx))?;
+                let tag = format!("SELECT {}", rows.len());
+                Ok(Outcome::Rows {
+                    columns: stmt.planned.columns.clone(),
+                    rows,
+                    tag,
+                })
+            }
+        }
+    }
+
+    /// Whether a bulk load into `meta` may go in batched transactions.
+    fn bulk_ok(&mut self, meta: &TableMeta) -> Result<bool, SqlError> {
+        Ok(match &self.state {
+            State::Block(_) => self.fresh.contains(&meta.def.name),
+            _ => {
+                let tx = self.engine.db.begin_shared();
+                tx.scan(&meta.rows, &[0], None, 1)
+                    .map_err(engine_err)?
+                    .is_empty()
+            }
+        })
+    }
+
+    /// Runs `f` in the block's transaction, or in one of its own committed
+    /// before returning.
+    fn with_tx<T>(
+        &mut self,
+        f: impl FnOnce(&mut Tx) -> Result<T, SqlError>,
+    ) -> Result<T, SqlError> {
+        match &mut self.state {
+            State::Block(tx) => f(tx.get_or_insert_with(|| self.engine.db.begin_shared())),
+            _ => {
+                let mut tx = self.engine.db.begin_shared();
+                let r = f(&mut tx)?;
+                tx.commit().map_err(engine_err)?;
+                Ok(r)
+            }
+        }
+    }
+
+    pub fn copy_data(&mut self, data: &[u8]) -> Result<(), SqlError> {
+        let Some(mut c) = self.copy.take() else {
+            return Ok(());
+        };
+        match self.copy_lines(&mut c, data) {
+            Ok(()) => {
+                self.copy = Some(c);
+                Ok(())
+            }
+            Err(e) => Err(self.abandon_copy(c, e)),
+        }
+    }
+
+    fn copy_lines(&mut self, c: &mut CopyState, data: &[u8]) -> Result<(), SqlError> {
+        let eng = self.engine.clone();
+        for line in copy::lines(&mut c.buf, data) {
+            if c.ended {
+                continue;
+            }
+            if line == b"\\." {
+                c.ended = true;
+                continue;
+            }
+            let row = exec::build_row(&c.meta, &c.targets, copy::fields(&line, c.targets.len())?)?;
+            if c.batched {
+                let mut sink = Sink::batched(&eng.db, &c.meta);
+                if let Sink::Batched { tx, in_tx, .. } = &mut sink {
+                    std::mem::swap(tx, &mut c.tx);
+                    *in_tx = c.in_batch;
+                }
+                exec::insert_row(&mut sink, &c.meta, &row)?;
+                if let Sink::Batched { tx, in_tx, .. } = sink {
+                    c.tx = tx;
+                    c.in_batch = in_tx;
+                }
+            } else {
+                match &mut self.state {
+                    State::Block(tx) => {
+                        let tx = tx.get_or_insert_with(|| eng.db.begin_shared());
+                        exec::insert_row(&mut Sink::Tx(tx), &c.meta, &row)?;
+                    }
+                    _ => {
+                        let tx = c.tx.get_or_insert_with(|| eng.db.begin_shared());
+                        exec::insert_row(&mut Sink::Tx(tx), &c.meta, &row)?;
+                    }
+                }
+            }
+            c.count += 1;
+        }
+        Ok(())
+    }
+
+    fn abandon_copy(&mut self, c: CopyState, e: SqlError) -> SqlError {
+        if let Some(t) = c.tx {
+            t.abort();
+        }
+        if c.batched {
+            self.batched.insert(c.meta.def.name.clone());
+        }
+        if matches!(self.state, State::Block(_)) {
+            self.fail(&e);
+        } else {
+            self.undo_bulk();
+        }
+        e
+    }
+
+    pub fn copy_done(&mut self) -> Result<Outcome, SqlError> {
+        let Some(mut c) = self.copy.take() else {
+            return Err(SqlError::new(
+                codes::PROTOCOL_VIOLATION,
+                "no COPY in progress",
+            ));
+        };
+        let r = (|| {
+            if !c.buf.is_empty() && !c.ended {
+                let rest = std::mem::take(&mut c.buf);
+                let mut with_nl = rest;
+                with_nl.push(b'\n');
+                self.copy_lines(&mut c, &with_nl)?;
+            }
+            if let Some(t) = c.tx.take() {
+                t.commit().map_err(engine_err)?;
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => {
+                if c.batched && matches!(self.state, State::Block(_)) {
+                    self.batched.insert(c.meta.def.name.clone());
+                }
+                Ok(Outcome::Command {
+                    tag: format!("COPY {}", c.count),
+                })
+            }
+            Err(e) => Err(self.abandon_copy(c, e)),
+        }
+    }
+
+    pub fn copy_fail(&mut self, message: &str) -> SqlError {
+        let e = SqlError::new("57014", format!("COPY from stdin failed: {message}"));
+        match self.copy.take() {
+            Some(c) => self.abandon_copy(c, e),
+            None => e,
+        }
+    }
+}
+
+/// A parameter as its type needs it (text from the client is parsed).
+fn coerce_param(v: &Value, t: SqlType) -> Result<Value, SqlError> {
+    Ok(match (t, v) {
+        (_, Value::Null) => Value::Null,
+        (SqlType::Int4 | SqlType::Int8, Value::Text(_)) => {
+            Value::Int(as_int(v)?.expect("not null"))
+        }
+        (SqlType::Bool, Value::Text(s)) | (SqlType::Timestamp, Value::Text(s)) => {
+            let col = super::catalog::ColumnDef {
+                name: String::new(),
+                ty: t,
+                not_null: false,
+                default: None,
+                serial: false,
+            };
+            exec::store_value(Value::Text(s.clone()), &col)?
+        }
+        _ => v.clone(),
+    })
+}
