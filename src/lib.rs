@@ -58,6 +58,7 @@ pub mod page;
 pub mod protect;
 pub mod recovery;
 pub mod rng;
+pub mod server;
 pub mod settings;
 pub mod sql;
 pub mod stats;

@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod crashtest;
 mod inspect;
+mod serve;
 mod stats;
 mod study;
 mod verify;
@@ -105,6 +106,10 @@ enum Command {
     /// Rerun a seed's experiment: the seed's table beside ours, a verdict
     /// per claim, and an HTML report (`untorn study --list`).
     Study(study::StudyArgs),
+    /// Serve a database over the PostgreSQL wire protocol, so pgbench,
+    /// sysbench and psql drive it (SIGINT or SIGTERM shuts it down
+    /// cleanly).
+    Serve(Box<serve::ServeArgs>),
     /// The crash laboratory: simulated power loss with torn, dropped and
     /// reordered writes, checked by an oracle, per protection mode.
     Crashtest(crashtest::CrashTestArgs),
@@ -210,6 +215,7 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
         Command::Bench(args) => bench::run(&args),
         Command::Crashtest(args) => crashtest::run(&args),
         Command::Study(args) => study::run(&args),
+        Command::Serve(args) => serve::run(&args),
     }
 }
 

@@ -629,6 +629,12 @@ macro_rules! process_socket_messages {
                     break;
                 }
             } else {
+                // untorn: a frame that does not decode ends the session with
+                // a FATAL ErrorResponse saying why, as PostgreSQL's backend
+                // does, rather than a silent close.
+                if let Some(Err(e)) = msg {
+                    let _ = process_error(socket, e, false).await;
+                }
                 break;
             }
         }

@@ -1,0 +1,159 @@
+//! `untorn serve`: a database behind the PostgreSQL wire protocol.
+
+use crate::CreationArgs;
+use clap::Args;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use untorn::server::{Server, ServerConfig};
+use untorn::settings::{parse_size, WalCompression};
+use untorn::sql::SqlEngine;
+use untorn::{Database, Error, Options};
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The database directory: opened (recovering it) if it holds one,
+    /// else created with the creation settings given.
+    dir: PathBuf,
+    /// Address to listen on. Loopback connections are trusted; any other
+    /// address needs a password (SCRAM-SHA-256).
+    #[arg(long, default_value = "127.0.0.1:5433")]
+    listen: SocketAddr,
+    /// A file whose first line is the password clients must give
+    /// (SCRAM-SHA-256); the UNTORN_PASSWORD environment variable also sets it.
+    #[arg(long)]
+    password_file: Option<PathBuf>,
+    /// Connections beyond this many are refused (SQLSTATE 53300).
+    #[arg(long, default_value_t = 100)]
+    max_connections: usize,
+    #[command(flatten)]
+    creation: CreationArgs,
+    /// Buffer pool size [default: the engine's, 128MB].
+    #[arg(long, value_parser = parse_size)]
+    buffer_pool: Option<u64>,
+    /// max_wal_size: WAL between checkpoints that starts the next one
+    /// [default: the engine's].
+    #[arg(long, value_parser = parse_size)]
+    max_wal_size: Option<u64>,
+    /// checkpoint_timeout in seconds [default: the engine's].
+    #[arg(long)]
+    checkpoint_timeout: Option<f64>,
+    /// synchronous_commit: on or off.
+    #[arg(long, default_value = "on")]
+    synchronous_commit: String,
+    /// wal_compression for page images: off, lz4 or zstd.
+    #[arg(long)]
+    wal_compression: Option<String>,
+    /// double_write_buffer_size, when the database uses double writes.
+    #[arg(long, value_parser = parse_size)]
+    double_write_buffer_size: Option<u64>,
+}
+
+fn options(a: &ServeArgs) -> untorn::Result<Options> {
+    let mut o = Options {
+        creation: a.creation.to_requested()?,
+        ..Options::default()
+    };
+    if let Some(b) = a.buffer_pool {
+        o.buffer_pool_size = b;
+    }
+    if let Some(w) = a.max_wal_size {
+        o.max_wal_size = w;
+    }
+    if let Some(t) = a.checkpoint_timeout {
+        o.checkpoint_timeout = Duration::from_secs_f64(t.max(0.1));
+    }
+    o.synchronous_commit = match a.synchronous_commit.as_str() {
+        "on" => true,
+        "off" => false,
+        other => {
+            return Err(Error::InvalidSetting {
+                name: "synchronous_commit",
+                detail: format!("{other:?} is not on or off"),
+            })
+        }
+    };
+    if let Some(c) = &a.wal_compression {
+        o.wal_compression = c.parse::<WalCompression>()?;
+    }
+    if let Some(d) = a.double_write_buffer_size {
+        o.double_write_buffer_size = d;
+    }
+    o.validate()?;
+    Ok(o)
+}
+
+fn password(a: &ServeArgs) -> untorn::Result<Option<String>> {
+    if let Some(path) = &a.password_file {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.clone(), "read", e))?;
+        let line = text.lines().next().unwrap_or("").to_string();
+        if line.is_empty() {
+            return Err(Error::InvalidSetting {
+                name: "password_file",
+                detail: format!("{} holds no password on its first line", path.display()),
+            });
+        }
+        return Ok(Some(line));
+    }
+    Ok(std::env::var("UNTORN_PASSWORD")
+        .ok()
+        .filter(|p| !p.is_empty()))
+}
+
+pub fn run(a: &ServeArgs) -> untorn::Result<ExitCode> {
+    let options = options(a)?;
+    let exists = a.dir.join(untorn::control::CONTROL_FILE_NAME).exists();
+    let db = if exists {
+        Database::open(&a.dir, options)?
+    } else {
+        Database::create(&a.dir, options)?
+    };
+    let settings = db.settings();
+    let db = Arc::new(db);
+    let sql = SqlEngine::open(db.clone()).map_err(|e| Error::Invalid(e.to_string()))?;
+    let config = ServerConfig {
+        listen: a.listen,
+        password: password(a)?,
+        max_connections: a.max_connections,
+    };
+    let server = Server::bind(sql.clone(), &config)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .map_err(|e| Error::Invalid(format!("cannot handle SIGINT/SIGTERM: {e}")))?;
+    // A closed stdout (a parent that stopped reading) must not stop the
+    // server, so these lines are written without println!'s panic.
+    let _ = writeln!(
+        std::io::stdout(),
+        "untorn serve: {} database {} (page size {}, checksums {}, protection {}); \
+         listening on {} ({})",
+        if exists { "opened" } else { "created" },
+        a.dir.display(),
+        settings.page_size,
+        settings.data_checksums,
+        settings.torn_page_protection,
+        server.local_addr()?,
+        if config.password.is_some() {
+            "SCRAM-SHA-256"
+        } else {
+            "trust"
+        },
+    );
+    server.run(&stop)?;
+    drop(server);
+    drop(sql);
+    match Arc::try_unwrap(db) {
+        Ok(db) => db.close()?,
+        Err(_) => {
+            return Err(Error::Invalid(
+                "the database is still in use at shutdown".into(),
+            ))
+        }
+    }
+    let _ = writeln!(std::io::stdout(), "untorn serve: shut down cleanly");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,315 @@
+//! One connection's handlers: simple and extended query and COPY, each a
+//! thin translation between pgwire's messages and a SQL `Session`.
+//!
+//! A connection runs on its own thread, so the session's mutex is never
+//! contended; it exists because pgwire's handlers take `&self`.
+
+use super::codec;
+use crate::sql::{codes, Outcome, Prepared, Session, SqlError, SqlType, Value};
+use async_trait::async_trait;
+use futures::{stream, Sink, SinkExt};
+use parking_lot::Mutex;
+use pgwire::api::copy::CopyHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{CopyResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::{ClientInfo, ClientPortalStore, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::response::CommandComplete;
+use pgwire::messages::PgWireBackendMessage;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+/// The per-connection handler: its SQL session and a COPY error waiting
+/// for CopyDone.
+pub struct Connection {
+    session: Arc<Mutex<Session>>,
+    parser: Arc<StatementParser>,
+    /// An error from a CopyData message. PostgreSQL reports it after the
+    /// client ends the copy; reporting it mid-copy would leave the client
+    /// sending CopyData into a connection that no longer expects it.
+    copy_error: Mutex<Option<SqlError>>,
+}
+
+impl Connection {
+    pub fn new(session: Session) -> Connection {
+        let session = Arc::new(Mutex::new(session));
+        Connection {
+            parser: Arc::new(StatementParser {
+                session: session.clone(),
+            }),
+            session,
+            copy_error: Mutex::new(None),
+        }
+    }
+}
+
+/// Parses (and plans) statements for the extended protocol.
+pub struct StatementParser {
+    session: Arc<Mutex<Session>>,
+}
+
+fn user_error(e: SqlError) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(e)))
+}
+
+fn error_info(e: SqlError) -> ErrorInfo {
+    ErrorInfo::new("ERROR".to_string(), e.code.to_string(), e.message)
+}
+
+fn pg_type(ty: SqlType) -> Type {
+    Type::from_oid(ty.oid()).unwrap_or(Type::UNKNOWN)
+}
+
+/// The format of result column `i`, refusing a Bind whose format codes
+/// do not fit the columns (pgwire would index out of bounds).
+fn column_format(format: &Format, i: usize, columns: usize) -> Result<FieldFormat, SqlError> {
+    match format {
+        Format::Individual(codes_) if codes_.len() != columns => Err(SqlError::new(
+            codes::PROTOCOL_VIOLATION,
+            format!(
+                "bind message has {} result formats but query has {columns} columns",
+                codes_.len()
+            ),
+        )),
+        f => Ok(f.format_for(i)),
+    }
+}
+
+fn fields(
+    columns: &[crate::sql::Column],
+    format: Option<&Format>,
+) -> Result<Vec<FieldInfo>, SqlError> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let f = match format {
+                Some(fmt) => column_format(fmt, i, columns.len())?,
+                None => FieldFormat::Text,
+            };
+            Ok(codec::field_info(&c.name, c.ty, f))
+        })
+        .collect()
+}
+
+/// A statement's outcome as pgwire's response. Tags drive the
+/// transaction status pgwire reports in ReadyForQuery: BEGIN opens a
+/// block, COMMIT and ROLLBACK close one (also a failed one), and an error
+/// marks an open block failed.
+fn response(outcome: Outcome, format: Option<&Format>) -> Result<Response, SqlError> {
+    Ok(match outcome {
+        Outcome::Rows { columns, rows, .. } => {
+            let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
+            let schema = Arc::new(fields(&columns, format)?);
+            let encoded: Vec<PgWireResult<_>> = rows
+                .iter()
+                .map(|r| Ok(codec::encode_row(r, &schema, &types)))
+                .collect();
+            Response::Query(QueryResponse::new(schema, stream::iter(encoded)))
+        }
+        Outcome::Command { tag } => match tag.as_str() {
+            "BEGIN" => Response::TransactionStart(Tag::new(&tag)),
+            "COMMIT" | "ROLLBACK" => Response::TransactionEnd(Tag::new(&tag)),
+            _ => Response::Execution(Tag::new(&tag)),
+        },
+        Outcome::CopyIn { columns } => Response::CopyIn(CopyResponse::new(
+            0,
+            columns,
+            stream::empty::<PgWireResult<CopyData>>(),
+        )),
+    })
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Connection {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let results = self.session.lock().simple_query(query);
+        let mut out = Vec::with_capacity(results.len());
+        for r in results {
+            match r.and_then(|o| response(o, None)) {
+                Ok(resp) => out.push(resp),
+                Err(e) => {
+                    out.push(Response::Error(Box::new(error_info(e))));
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl QueryParser for StatementParser {
+    type Statement = Arc<Prepared>;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Self::Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let declared: Vec<Option<SqlType>> = types
+            .iter()
+            .map(|t| t.as_ref().and_then(|t| SqlType::from_oid(t.oid())))
+            .collect();
+        self.session
+            .lock()
+            .prepare(sql, &declared)
+            .map(Some)
+            .map_err(user_error)
+    }
+
+    fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
+        Ok(stmt.params().iter().map(|t| pg_type(*t)).collect())
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &Self::Statement,
+        column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        fields(stmt.columns(), column_format).map_err(user_error)
+    }
+}
+
+/// Bind's parameters as values of the statement's parameter types.
+fn parameters(portal: &Portal<Arc<Prepared>>) -> Result<Vec<Value>, SqlError> {
+    let stmt = &portal.statement.statement;
+    let types = stmt.params();
+    if portal.parameters.len() != types.len() {
+        return Err(SqlError::new(
+            codes::PROTOCOL_VIOLATION,
+            format!(
+                "bind message supplies {} parameters, but prepared statement requires {}",
+                portal.parameters.len(),
+                types.len()
+            ),
+        ));
+    }
+    if let Format::Individual(f) = &portal.parameter_format {
+        if f.len() != types.len() {
+            return Err(SqlError::new(
+                codes::PROTOCOL_VIOLATION,
+                format!(
+                    "bind message has {} parameter formats but {} parameters",
+                    f.len(),
+                    types.len()
+                ),
+            ));
+        }
+    }
+    portal
+        .parameters
+        .iter()
+        .zip(types)
+        .enumerate()
+        .map(|(i, (bytes, ty))| {
+            codec::decode_param(bytes.as_deref(), *ty, portal.parameter_format.is_binary(i))
+        })
+        .collect()
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Connection {
+    type Statement = Arc<Prepared>;
+    type QueryParser = StatementParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Self::Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let params = parameters(portal).map_err(user_error)?;
+        let outcome = self
+            .session
+            .lock()
+            .execute(&portal.statement.statement, &params)
+            .map_err(user_error)?;
+        response(outcome, Some(&portal.result_column_format)).map_err(user_error)
+    }
+}
+
+#[async_trait]
+impl CopyHandler for Connection {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut pending = self.copy_error.lock();
+        if pending.is_none() {
+            if let Err(e) = self.session.lock().copy_data(&copy_data.data) {
+                *pending = Some(e);
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let pending = self.copy_error.lock().take();
+        let result = {
+            let mut session = self.session.lock();
+            match pending {
+                // The first error is the one to report; copy_fail only
+                // ends the copy (and undoes what it loaded).
+                Some(e) => {
+                    session.copy_fail(&e.message);
+                    Err(e)
+                }
+                None => session.copy_done(),
+            }
+        };
+        match result {
+            Ok(Outcome::Command { tag }) => {
+                client
+                    .send(PgWireBackendMessage::CommandComplete(CommandComplete::new(
+                        tag,
+                    )))
+                    .await?;
+                Ok(())
+            }
+            Ok(other) => Err(user_error(SqlError::new(
+                codes::INTERNAL_ERROR,
+                format!("COPY ended with {other:?}"),
+            ))),
+            Err(e) => Err(user_error(e)),
+        }
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.copy_error.lock().take();
+        user_error(self.session.lock().copy_fail(&fail.message))
+    }
+}

@@ -1,0 +1,121 @@
+//! Connection start-up: authentication (trust on loopback, SCRAM-SHA-256
+//! otherwise) and the ParameterStatus set PostgreSQL 15 sends.
+
+use async_trait::async_trait;
+use futures::Sink;
+use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::{
+    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata, AuthSource,
+    LoginInfo, Password, ServerParameterProvider, StartupHandler,
+};
+use pgwire::api::{ClientInfo, PidSecretKeyGenerator, RandomPidSecretKeyGenerator};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, LazyLock};
+
+/// What clients learn of the server at start-up. `server_version` says
+/// 15 because clients choose statements by it (pgbench's COPY FREEZE
+/// from 14, sysbench's multi-row INSERT from 8.2), and the statements
+/// untorn runs are PostgreSQL 15's.
+#[derive(Debug)]
+pub struct Parameters;
+
+pub const SERVER_VERSION: &str = concat!("15.0 (untorn ", env!("CARGO_PKG_VERSION"), ")");
+
+impl ServerParameterProvider for Parameters {
+    fn server_parameters<C: ClientInfo>(&self, client: &C) -> Option<HashMap<String, String>> {
+        let meta = client.metadata();
+        let mut p: HashMap<String, String> = [
+            ("client_encoding", "UTF8"),
+            ("DateStyle", "ISO, MDY"),
+            ("default_transaction_read_only", "off"),
+            ("in_hot_standby", "off"),
+            ("integer_datetimes", "on"),
+            ("IntervalStyle", "postgres"),
+            ("is_superuser", "on"),
+            ("server_encoding", "UTF8"),
+            ("server_version", SERVER_VERSION),
+            ("standard_conforming_strings", "on"),
+            ("TimeZone", "Etc/UTC"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let echo = |key: &str| meta.get(key).cloned().unwrap_or_default();
+        p.insert("application_name".into(), echo("application_name"));
+        p.insert("session_authorization".into(), echo("user"));
+        Some(p)
+    }
+}
+
+static PIDS: LazyLock<RandomPidSecretKeyGenerator> =
+    LazyLock::new(RandomPidSecretKeyGenerator::default);
+
+/// How connections authenticate.
+pub enum Startup {
+    /// Every user is let in: for loopback, where the benchmarks run.
+    Trust,
+    /// SCRAM-SHA-256 against one password, for any user name.
+    Scram(SASLAuthStartupHandler<Parameters>),
+}
+
+/// SCRAM's stored secret: salted once at start, as PostgreSQL stores a
+/// verifier rather than the password.
+#[derive(Debug)]
+struct Secret {
+    salt: Vec<u8>,
+    salted: Vec<u8>,
+}
+
+#[async_trait]
+impl AuthSource for Secret {
+    async fn get_password(&self, _login: &LoginInfo) -> PgWireResult<Password> {
+        Ok(Password::new(Some(self.salt.clone()), self.salted.clone()))
+    }
+}
+
+const SCRAM_ITERATIONS: usize = 4096;
+
+impl Startup {
+    pub fn scram(password: &str) -> Startup {
+        let salt: [u8; 16] = rand::random();
+        let salted = gen_salted_password(password, &salt, SCRAM_ITERATIONS);
+        let mut scram = ScramAuth::new(Arc::new(Secret {
+            salt: salt.to_vec(),
+            salted,
+        }));
+        scram.set_iterations(SCRAM_ITERATIONS);
+        Startup::Scram(SASLAuthStartupHandler::new(Arc::new(Parameters)).with_scram(scram))
+    }
+}
+
+#[async_trait]
+impl StartupHandler for Startup {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match self {
+            Startup::Scram(sasl) => sasl.on_startup(client, message).await,
+            Startup::Trust => {
+                if let PgWireFrontendMessage::Startup(ref startup) = message {
+                    protocol_negotiation(client, startup).await?;
+                    save_startup_parameters_to_metadata(client, startup);
+                    let (pid, key) = PIDS.generate(client);
+                    client.set_pid_and_secret_key(pid, key);
+                    finish_authentication(client, &Parameters).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+}

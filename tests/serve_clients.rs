@@ -1,0 +1,427 @@
+//! End to end: the real pgbench 15, sysbench 1.0 and psql against
+//! `untorn serve`, and bad input that must leave the server serving.
+//!
+//! The clients are installed by `scripts/install-clients` (run by
+//! `scripts/test`); a missing client fails the test, it never skips.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+/// `untorn serve` on a free loopback port, stopped with SIGTERM (a clean
+/// shutdown) when dropped.
+struct Serve {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Serve {
+    fn start(extra: &[&str]) -> Serve {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_untorn"))
+            .arg("serve")
+            .arg(dir.path().join("db"))
+            .args(["--listen", "127.0.0.1:0", "--buffer-pool", "32MB"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start untorn serve");
+        let mut line = String::new();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut line).unwrap();
+        // Keep reading, so its last line (at shutdown) has a reader.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let port = line
+            .rsplit_once("listening on 127.0.0.1:")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in untorn serve's first line: {line:?}"));
+        Serve {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client(name: &str) -> Command {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{name} is not installed: run scripts/install-clients (scripts/test does)"
+    );
+    let mut c = Command::new(name);
+    c.env("PGSSLMODE", "prefer").env_remove("PGPASSWORD");
+    c
+}
+
+fn run(mut c: Command) -> Output {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{c:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn psql(port: u16, sql: &str) -> String {
+    let mut c = client("psql");
+    c.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "bench"])
+        .args([
+            "-d",
+            "bench",
+            "-X",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ]);
+    String::from_utf8(run(c).stdout).unwrap().trim().to_string()
+}
+
+fn pgbench(port: u16, args: &[&str]) -> String {
+    let mut c = client("pgbench");
+    c.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "bench"])
+        .args(args)
+        .arg("bench");
+    let out = run(c);
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A figure from pgbench's summary, e.g. "number of failed transactions".
+fn pgbench_figure(output: &str, label: &str) -> u64 {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix(label))
+        .and_then(|rest| rest.trim_start_matches(':').split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {label:?} in pgbench's output:\n{output}"))
+}
+
+/// pgbench's invariant: every delta went to one account, one teller and
+/// one branch, and into the history.
+fn assert_tpcb_balances_agree(port: u16) {
+    let sums = psql(
+        port,
+        "select sum(abalance) from pgbench_accounts; \
+         select sum(tbalance) from pgbench_tellers; \
+         select sum(bbalance) from pgbench_branches; \
+         select sum(delta) from pgbench_history",
+    );
+    let sums: Vec<&str> = sums.lines().collect();
+    assert_eq!(sums.len(), 4, "{sums:?}");
+    assert!(
+        sums.iter().all(|s| *s == sums[0]),
+        "balances disagree (accounts, tellers, branches, history): {sums:?}"
+    );
+}
+
+#[test]
+fn pgbench_initializes_and_runs_in_every_protocol_mode() {
+    let serve = Serve::start(&["--torn-page-protection", "double_writes"]);
+    let port = serve.port;
+    // dtgvp: COPY of the accounts (one CopyData per row and the final
+    // "\." line), inside BEGIN ... COMMIT.
+    pgbench(port, &["-i", "-s", "1"]);
+    assert_eq!(
+        psql(port, "select count(*) from pgbench_accounts"),
+        "100000"
+    );
+    for (i, mode) in ["simple", "extended", "prepared"].into_iter().enumerate() {
+        // The first run vacuums and truncates the history as pgbench does
+        // by default; later ones keep it (-n), so the invariant spans all.
+        let vacuum = if i == 0 { "-T" } else { "-nT" };
+        let out = pgbench(port, &["-c", "4", vacuum, "4", "-M", mode]);
+        let done = pgbench_figure(&out, "number of transactions actually processed");
+        assert!(done > 0, "{mode}: no transaction processed:\n{out}");
+        assert_eq!(
+            pgbench_figure(&out, "number of failed transactions"),
+            0,
+            "{mode}:\n{out}"
+        );
+    }
+    assert_tpcb_balances_agree(port);
+    for script in ["select-only", "simple-update"] {
+        let out = pgbench(
+            port,
+            &["-c", "2", "-nT", "2", "-M", "prepared", "-b", script],
+        );
+        assert_eq!(pgbench_figure(&out, "number of failed transactions"), 0);
+    }
+    // simple-update changes accounts and history only.
+    assert_eq!(
+        psql(port, "select sum(abalance) from pgbench_accounts"),
+        psql(port, "select sum(delta) from pgbench_history")
+    );
+    // dtGvp: the same data from INSERT ... SELECT generate_series.
+    pgbench(port, &["-i", "-s", "1", "-I", "dtGvp"]);
+    assert_eq!(
+        psql(port, "select count(*) from pgbench_accounts"),
+        "100000"
+    );
+    assert_eq!(psql(port, "select count(*) from pgbench_history"), "0");
+    assert!(
+        serve.stop().success(),
+        "untorn serve did not shut down cleanly"
+    );
+}
+
+fn sysbench(port: u16, script: &str, action: &str, extra: &[&str]) -> String {
+    let mut c = client("sysbench");
+    c.args([
+        "--db-driver=pgsql",
+        "--pgsql-host=127.0.0.1",
+        &format!("--pgsql-port={port}"),
+        "--pgsql-user=sbtest",
+        "--pgsql-password=sbtest",
+        "--pgsql-db=sbtest",
+        "--tables=2",
+        "--table-size=2000",
+    ])
+    .args(extra)
+    .args([script, action]);
+    String::from_utf8_lossy(&run(c).stdout).into_owned()
+}
+
+#[test]
+fn sysbench_prepares_runs_every_oltp_script_and_cleans_up() {
+    let serve = Serve::start(&["--torn-page-protection", "double_writes"]);
+    let port = serve.port;
+    sysbench(port, "oltp_read_write", "prepare", &[]);
+    assert_eq!(psql(port, "select count(*) from sbtest2"), "2000");
+    for script in [
+        "oltp_read_write",
+        "oltp_write_only",
+        "oltp_update_non_index",
+        "oltp_point_select",
+    ] {
+        let out = sysbench(port, script, "run", &["--threads=2", "--time=3"]);
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("transactions:"))
+            .unwrap_or_else(|| panic!("{script}: no transactions line:\n{out}"));
+        let n: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        assert!(n > 0, "{script}: {line}");
+    }
+    // The rows stay well formed: every id has its k in the index.
+    assert_eq!(
+        psql(port, "select count(*) from sbtest1 where k >= 0"),
+        psql(port, "select count(*) from sbtest1")
+    );
+    sysbench(port, "oltp_read_write", "cleanup", &[]);
+    let missing = Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "x",
+            "-d",
+            "x",
+        ])
+        .args(["-X", "-c", "select count(*) from sbtest1"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success(), "sbtest1 survived cleanup");
+    assert!(serve.stop().success());
+}
+
+/// A minimal protocol 3.0 client for the bad-input tests.
+struct Raw(TcpStream);
+
+impl Raw {
+    fn connect(port: u16) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut r = Raw(s);
+        let mut body = Vec::new();
+        body.extend_from_slice(&196608i32.to_be_bytes());
+        for kv in ["user", "raw", "database", "raw"] {
+            body.extend_from_slice(kv.as_bytes());
+            body.push(0);
+        }
+        body.push(0);
+        let mut m = (body.len() as i32 + 4).to_be_bytes().to_vec();
+        m.extend(body);
+        r.0.write_all(&m).unwrap();
+        r.until_ready();
+        r
+    }
+
+    fn send(&mut self, kind: u8, body: &[u8]) {
+        let mut m = vec![kind];
+        m.extend_from_slice(&(body.len() as i32 + 4).to_be_bytes());
+        m.extend_from_slice(body);
+        self.0.write_all(&m).unwrap();
+    }
+
+    /// Messages up to ReadyForQuery: (kinds seen, SQLSTATEs of errors,
+    /// the status byte).
+    fn until_ready(&mut self) -> (Vec<u8>, Vec<String>, u8) {
+        let (mut kinds, mut codes) = (Vec::new(), Vec::new());
+        loop {
+            let mut head = [0u8; 5];
+            self.0.read_exact(&mut head).unwrap();
+            let len = i32::from_be_bytes(head[1..5].try_into().unwrap()) as usize - 4;
+            let mut body = vec![0u8; len];
+            self.0.read_exact(&mut body).unwrap();
+            kinds.push(head[0]);
+            if head[0] == b'E' {
+                for field in body.split(|b| *b == 0) {
+                    if let Some(code) = field.strip_prefix(b"C") {
+                        codes.push(String::from_utf8_lossy(code).into_owned());
+                    }
+                }
+            }
+            if head[0] == b'Z' {
+                return (kinds, codes, body[0]);
+            }
+        }
+    }
+
+    fn query(&mut self, sql: &str) -> (Vec<u8>, Vec<String>, u8) {
+        let mut body = sql.as_bytes().to_vec();
+        body.push(0);
+        self.send(b'Q', &body);
+        self.until_ready()
+    }
+}
+
+#[test]
+fn bad_input_leaves_the_server_serving_and_no_half_transaction() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    psql(port, "create table t (id int primary key, v int)");
+    psql(port, "insert into t values (1, 10)");
+
+    // An unknown statement: 0A000 with the statement quoted.
+    let mut c = client("psql");
+    c.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-U",
+        "u",
+        "-d",
+        "u",
+        "-X",
+    ])
+    .args(["-c", "select * from t natural join t as u"]);
+    let out = c.output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not supported") && err.contains("natural join"),
+        "{err}"
+    );
+
+    // A malformed message: a Parse whose parameter count overruns it.
+    let mut raw = Raw::connect(port);
+    raw.send(b'P', b"s\0select 1\0\x7f\xff");
+    raw.send(b'S', &[]);
+    let mut rest = Vec::new();
+    let _ = raw.0.read_to_end(&mut rest);
+    assert!(rest.first() == Some(&b'E'), "no ErrorResponse: {rest:?}");
+
+    // An oversized message: a Sync claiming 20,000 bytes.
+    let mut raw = Raw::connect(port);
+    raw.0.write_all(&[b'S', 0, 0, 0x4e, 0x20]).unwrap();
+    let mut rest = Vec::new();
+    let _ = raw.0.read_to_end(&mut rest);
+    assert!(rest.first() == Some(&b'E'), "no ErrorResponse: {rest:?}");
+
+    // A dropped connection inside a transaction: its update never lands.
+    let mut raw = Raw::connect(port);
+    assert_eq!(raw.query("begin").2, b'T');
+    let (_, codes, status) = raw.query("update t set v = 99 where id = 1");
+    assert!(codes.is_empty() && status == b'T', "{codes:?}");
+    drop(raw);
+
+    // An error inside a block: status E until ROLLBACK.
+    let mut raw = Raw::connect(port);
+    raw.query("begin");
+    let (_, codes, status) = raw.query("insert into t values (1, 5)");
+    assert_eq!((codes, status), (vec!["23505".to_string()], b'E'));
+    let (_, codes, status) = raw.query("select 1");
+    assert_eq!((codes, status), (vec!["25P02".to_string()], b'E'));
+    assert_eq!(raw.query("rollback").2, b'I');
+
+    // Other clients were served throughout, and see no half transaction.
+    assert_eq!(psql(port, "select v from t where id = 1"), "10");
+    assert!(serve.stop().success());
+}
+
+#[test]
+fn passwords_are_required_off_loopback_and_checked_with_scram() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_untorn"))
+        .arg("serve")
+        .arg(dir.path().join("db"))
+        .args(["--listen", "0.0.0.0:0"])
+        .env_remove("UNTORN_PASSWORD")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("set a password"), "{err}");
+
+    let secret = dir.path().join("password");
+    std::fs::write(&secret, "pencil\n").unwrap();
+    let serve = Serve::start(&["--password-file", secret.to_str().unwrap()]);
+    let attempt = |password: &str| {
+        let mut c = client("psql");
+        c.env("PGPASSWORD", password)
+            .args(["-h", "127.0.0.1", "-p", &serve.port.to_string()])
+            .args([
+                "-U", "u", "-d", "u", "-X", "-w", "-A", "-t", "-c", "select 1",
+            ]);
+        c.output().unwrap()
+    };
+    let good = attempt("pencil");
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    let bad = attempt("crayon");
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr)
+            .to_lowercase()
+            .contains("password authentication failed"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
