@@ -110,7 +110,7 @@ pub fn store_value(v: Value, col: &ColumnDef) -> Result<Value, SqlError> {
         },
         SqlType::Timestamp => match v {
             Value::Timestamp(t) => Value::Timestamp(t),
-            Value::Text(s) => Value::Timestamp(parse_timestamp(&s)?),
+            Value::Text(s) => Value::Timestamp(super::timestamp::parse(&s)?),
             _ => {
                 return Err(SqlError::new(
                     codes::DATATYPE_MISMATCH,
@@ -119,44 +119,6 @@ pub fn store_value(v: Value, col: &ColumnDef) -> Result<Value, SqlError> {
             }
         },
     })
-}
-
-/// `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` to microseconds since 2000-01-01.
-pub fn parse_timestamp(s: &str) -> Result<i64, SqlError> {
-    let bad = || {
-        SqlError::new(
-            codes::INVALID_TEXT_REPRESENTATION,
-            format!("invalid input syntax for type timestamp: \"{s}\""),
-        )
-    };
-    let (date, time) = s
-        .trim()
-        .split_once([' ', 'T'])
-        .unwrap_or((s.trim(), "00:00:00"));
-    let d: Vec<i64> = date
-        .split('-')
-        .map(|p| p.parse().map_err(|_| bad()))
-        .collect::<Result<_, _>>()?;
-    let [y, m, day] = d[..] else {
-        return Err(bad());
-    };
-    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let t: Vec<i64> = hms
-        .split(':')
-        .map(|p| p.parse().map_err(|_| bad()))
-        .collect::<Result<_, _>>()?;
-    let [h, mi, sec] = t[..] else {
-        return Err(bad());
-    };
-    let us: i64 = format!("{frac:0<6}")[..6].parse().map_err(|_| bad())?;
-    // Days from civil (Howard Hinnant's algorithm), relative to 2000-01-01.
-    let y2 = if m <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146097 + doe - 719468 - 10957;
-    Ok(((days * 24 + h) * 60 + mi) * 60_000_000 + sec * 1_000_000 + us)
 }
 
 /// Where rows go: the statement's transaction, or (bulk loads into a

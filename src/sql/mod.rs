@@ -7,7 +7,8 @@
 //! - `exec`: DML and queries on an engine transaction;
 //! - `ddl`, `catalog`: schema changes and where schemas are kept;
 //! - `row`: the row and key codecs (docs/FORMAT.md);
-//! - `session`, `copy`: transaction blocks, COPY.
+//! - `session`, `copy`: transaction blocks, COPY;
+//! - `timestamp`: the `timestamp` type's text form and the clock.
 
 mod catalog;
 mod copy;
@@ -20,6 +21,7 @@ mod row;
 mod session;
 #[cfg(test)]
 mod tests;
+pub mod timestamp;
 pub mod types;
 
 pub use session::{Prepared, Session, SqlEngine};

@@ -30,6 +30,15 @@ pub fn shim(sql: &str) -> String {
     out
 }
 
+/// `CHECKPOINT`, which sqlparser does not parse: runs a checkpoint, as
+/// PostgreSQL's does (scripts/peers sends it after loading).
+pub fn is_checkpoint(sql: &str) -> bool {
+    sql.trim()
+        .trim_end_matches(';')
+        .trim_end()
+        .eq_ignore_ascii_case("checkpoint")
+}
+
 pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
     Parser::parse_sql(&PostgreSqlDialect {}, &shim(sql))
         .map_err(|e| SqlError::new(codes::SYNTAX_ERROR, format!("syntax error: {e}")))

@@ -12,6 +12,8 @@ pub enum Plan {
     Rollback,
     /// VACUUM / ANALYZE: no-ops with their tags.
     Noop(&'static str),
+    /// CHECKPOINT: a checkpoint now, durable when it returns.
+    Checkpoint,
     CreateTable {
         name: String,
         columns: Vec<ColumnDef>,

@@ -109,13 +109,6 @@ pub struct Session {
     copy: Option<CopyState>,
 }
 
-fn now_micros() -> i64 {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    d.as_micros() as i64 - 946_684_800_000_000
-}
-
 fn failed_block() -> SqlError {
     SqlError::new(
         codes::IN_FAILED_SQL_TRANSACTION,
@@ -137,7 +130,12 @@ impl Session {
         sql: &str,
         declared: &[Option<SqlType>],
     ) -> Result<Arc<Prepared>, SqlError> {
-        let stmts = parse::parse(sql)?;
+        // An error in Parse fails an open block, as any error does.
+        let stmts = if parse::is_checkpoint(sql) {
+            Vec::new()
+        } else {
+            parse::parse(sql).inspect_err(|e| self.fail(e))?
+        };
         let stmt = match stmts.len() {
             0 => None,
             1 => stmts.into_iter().next(),
@@ -156,7 +154,8 @@ impl Session {
         {
             return Err(failed_block());
         }
-        Ok(Arc::new(self.plan(sql, stmt, declared)?))
+        let planned = self.plan(sql, stmt, declared);
+        Ok(Arc::new(planned.inspect_err(|e| self.fail(e))?))
     }
 
     fn plan(
@@ -168,6 +167,11 @@ impl Session {
         let version = self.engine.catalog.version.load(SeqCst);
         let planned = match &stmt {
             Some(s) => parse::plan(&self.engine.catalog, s, declared, sql)?,
+            None if parse::is_checkpoint(sql) => Planned {
+                plan: Plan::Checkpoint,
+                params: Vec::new(),
+                columns: Vec::new(),
+            },
             None => Planned {
                 plan: Plan::Noop("EMPTY"),
                 params: Vec::new(),
@@ -184,9 +188,18 @@ impl Session {
     }
 
     pub fn simple_query(&mut self, sql: &str) -> Vec<Result<Outcome, SqlError>> {
+        if parse::is_checkpoint(sql) {
+            let r = self
+                .plan(sql, None, &[])
+                .and_then(|p| self.execute(&p, &[]));
+            return vec![r];
+        }
         let stmts = match parse::parse(sql) {
             Ok(s) => s,
-            Err(e) => return vec![Err(e)],
+            Err(e) => {
+                self.fail(&e);
+                return vec![Err(e)];
+            }
         };
         let single = stmts.len() == 1;
         let mut out = Vec::new();
@@ -256,7 +269,7 @@ impl Session {
         let stmt = if stmt.version != self.engine.catalog.version.load(SeqCst)
             && !matches!(
                 stmt.planned.plan,
-                Plan::Begin | Plan::Commit | Plan::Rollback | Plan::Noop(_)
+                Plan::Begin | Plan::Commit | Plan::Rollback | Plan::Noop(_) | Plan::Checkpoint
             ) {
             replanned = self.plan(&stmt.sql, stmt.stmt.clone(), &stmt.declared)?;
             &replanned
@@ -284,7 +297,7 @@ impl Session {
             .collect::<Result<Vec<_>, _>>()?;
         let cx = Ctx {
             params: &params,
-            now: now_micros(),
+            now: super::timestamp::now(),
         };
         let cmd = |t: &str| Ok(Outcome::Command { tag: t.to_string() });
         let eng = self.engine.clone();
@@ -292,6 +305,10 @@ impl Session {
         match plan {
             Plan::Noop("EMPTY") => cmd(""),
             Plan::Noop(tag) => cmd(tag),
+            Plan::Checkpoint => {
+                db.checkpoint().map_err(engine_err)?;
+                cmd("CHECKPOINT")
+            }
             Plan::Begin => {
                 if matches!(self.state, State::Idle) {
                     self.state = State::Block(None);

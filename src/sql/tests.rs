@@ -457,6 +457,34 @@ fn error_codes_and_failed_blocks() {
     assert!(s.simple_query("").is_empty());
     let r = s.simple_query("select 1; select nope from t; select 2");
     assert_eq!(r.len(), 2);
+    // A statement that does not parse, or does not prepare, fails a block
+    // too, in the simple and the extended protocol.
+    tag(&mut s, "begin");
+    assert_eq!(err(&mut s, "selec 1").code, codes::SYNTAX_ERROR);
+    assert_eq!(s.status(), TxStatus::Failed);
+    tag(&mut s, "rollback");
+    tag(&mut s, "begin");
+    let e1 = s.prepare("select * from nope", &[]).err().unwrap();
+    assert_eq!(e1.code, codes::UNDEFINED_TABLE);
+    assert_eq!(s.status(), TxStatus::Failed);
+    tag(&mut s, "rollback");
+}
+
+#[test]
+fn checkpoint_runs_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(&dir.path().join("db"), true);
+    let mut s = e.session();
+    let before = e.database().checkpoints();
+    assert_eq!(tag(&mut s, "CHECKPOINT;"), "CHECKPOINT");
+    let p = s.prepare("checkpoint", &[]).unwrap();
+    assert_eq!(
+        s.execute(&p, &[]).unwrap(),
+        Outcome::Command {
+            tag: "CHECKPOINT".into()
+        }
+    );
+    assert_eq!(e.database().checkpoints(), before + 2);
 }
 
 #[test]
