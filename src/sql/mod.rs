@@ -2,7 +2,8 @@
 //! secondary indexes and sequences, and the statements pgbench and
 //! sysbench send (docs/ARCHITECTURE.md, "SQL").
 //!
-//! - `parse`: the pre-parse shim and the AST mapped onto plans;
+//! - `parse`: the pre-parse shim, statement dispatch and DML mapped onto
+//!   plans; `parse_ddl`, `parse_select`: DDL and SELECT mapped onto plans;
 //! - `plan`, `expr`: plans, access paths, expressions;
 //! - `exec`: DML and queries on an engine transaction;
 //! - `ddl`, `catalog`: schema changes and where schemas are kept;
@@ -16,6 +17,8 @@ mod ddl;
 mod exec;
 mod expr;
 mod parse;
+mod parse_ddl;
+mod parse_select;
 mod plan;
 mod row;
 mod session;

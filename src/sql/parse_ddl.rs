@@ -1,0 +1,170 @@
+//! DDL statements mapped onto plans: CREATE TABLE with its column types,
+//! CREATE INDEX on one column, ALTER TABLE ... ADD PRIMARY KEY.
+
+use super::catalog::{Catalog, ColumnDef};
+use super::expr::{ident, object_name, Expr, Scope};
+use super::parse::column_of;
+use super::plan::Plan;
+use super::types::{SqlError, SqlType};
+use sqlparser::ast;
+
+fn sql_type(dt: &ast::DataType, sql: &str) -> Result<(SqlType, bool), SqlError> {
+    use ast::DataType as D;
+    let len = |l: &Option<ast::CharacterLength>| match l {
+        Some(ast::CharacterLength::IntegerLength { length, unit: None }) => {
+            Ok(Some(*length as u32))
+        }
+        None => Ok(None),
+        _ => Err(SqlError::not_supported(sql)),
+    };
+    Ok(match dt {
+        D::Int(None) | D::Integer(None) | D::Int4(None) | D::SmallInt(None) | D::Int2(None) => {
+            (SqlType::Int4, false)
+        }
+        D::BigInt(None) | D::Int8(None) => (SqlType::Int8, false),
+        D::Char(l) | D::Character(l) => (SqlType::Bpchar(len(l)?.unwrap_or(1)), false),
+        D::Varchar(l) | D::CharacterVarying(l) => (SqlType::Varchar(len(l)?), false),
+        D::Text => (SqlType::Text, false),
+        D::Timestamp(None, ast::TimezoneInfo::None) => (SqlType::Timestamp, false),
+        D::Boolean | D::Bool => (SqlType::Bool, false),
+        D::Custom(name, mods) if mods.is_empty() => match object_name(name, sql)?.as_str() {
+            "serial" | "serial4" => (SqlType::Int4, true),
+            "bigserial" | "serial8" => (SqlType::Int8, true),
+            _ => return Err(SqlError::not_supported(sql)),
+        },
+        _ => return Err(SqlError::not_supported(sql)),
+    })
+}
+
+pub(super) fn create_table(ct: &ast::CreateTable, sql: &str) -> Result<Plan, SqlError> {
+    let ns = || SqlError::not_supported(sql);
+    if ct.temporary
+        || ct.external
+        || ct.or_replace
+        || ct.query.is_some()
+        || ct.like.is_some()
+        || ct.clone.is_some()
+        || ct.partition_by.is_some()
+        || ct.primary_key.is_some()
+    {
+        return Err(ns());
+    }
+    let mut wrong_storage = false;
+    if let ast::CreateTableOptions::With(opts) = &ct.table_options {
+        for o in opts {
+            match o {
+                ast::SqlOption::KeyValue { key, .. } if ident(key) == "fillfactor" => {}
+                _ => wrong_storage = true,
+            }
+        }
+    } else if !matches!(ct.table_options, ast::CreateTableOptions::None) {
+        wrong_storage = true;
+    }
+    if wrong_storage {
+        return Err(ns());
+    }
+    let mut columns = Vec::new();
+    let mut primary_key = None;
+    for (i, c) in ct.columns.iter().enumerate() {
+        let (ty, serial) = sql_type(&c.data_type, sql)?;
+        let mut def = ColumnDef {
+            name: ident(&c.name),
+            ty,
+            not_null: serial,
+            default: None,
+            serial,
+        };
+        for o in &c.options {
+            match &o.option {
+                ast::ColumnOption::NotNull => def.not_null = true,
+                ast::ColumnOption::Null => {}
+                ast::ColumnOption::Default(e) => {
+                    let cols = Vec::new();
+                    let mut p = Vec::new();
+                    let e = Scope {
+                        columns: &cols,
+                        params: &mut p,
+                        declared: &[],
+                        sql,
+                    }
+                    .convert(e)?;
+                    let Expr::Const(v, _) = e else {
+                        return Err(ns());
+                    };
+                    def.default = Some(super::exec::store_value(v, &def)?);
+                }
+                ast::ColumnOption::PrimaryKey(_) if primary_key.is_none() => primary_key = Some(i),
+                _ => return Err(ns()),
+            }
+        }
+        columns.push(def);
+    }
+    for con in &ct.constraints {
+        match con {
+            ast::TableConstraint::PrimaryKey(pk)
+                if pk.columns.len() == 1 && primary_key.is_none() =>
+            {
+                let ast::Expr::Identifier(col) = &pk.columns[0].column.expr else {
+                    return Err(ns());
+                };
+                primary_key = Some(column_of(&columns, &ident(col))?);
+            }
+            _ => return Err(ns()),
+        }
+    }
+    if let Some(pk) = primary_key {
+        columns[pk].not_null = true;
+    }
+    Ok(Plan::CreateTable {
+        name: object_name(&ct.name, sql)?,
+        columns,
+        primary_key,
+        if_not_exists: ct.if_not_exists,
+    })
+}
+
+pub(super) fn create_index(
+    cat: &Catalog,
+    ci: &ast::CreateIndex,
+    sql: &str,
+) -> Result<Plan, SqlError> {
+    let ns = || SqlError::not_supported(sql);
+    let table = object_name(&ci.table_name, sql)?;
+    let meta = cat.get(&table)?;
+    let ast::Expr::Identifier(col) = &ci.columns[0].column.expr else {
+        return Err(ns());
+    };
+    let column = column_of(&meta.def.columns, &ident(col))?;
+    let name = match &ci.name {
+        Some(n) => object_name(n, sql)?,
+        None => format!("{table}_{}_idx", ident(col)),
+    };
+    Ok(Plan::CreateIndex {
+        name,
+        table,
+        column,
+    })
+}
+
+pub(super) fn alter_table(
+    cat: &Catalog,
+    at: &ast::AlterTable,
+    sql: &str,
+) -> Result<Plan, SqlError> {
+    let ns = || SqlError::not_supported(sql);
+    let table = object_name(&at.name, sql)?;
+    Ok(match &at.operations[0] {
+        ast::AlterTableOperation::AddConstraint {
+            constraint: ast::TableConstraint::PrimaryKey(pk),
+            ..
+        } if pk.columns.len() == 1 => {
+            let meta = cat.get(&table)?;
+            let ast::Expr::Identifier(col) = &pk.columns[0].column.expr else {
+                return Err(ns());
+            };
+            let column = column_of(&meta.def.columns, &ident(col))?;
+            Plan::AddPrimaryKey { table, column }
+        }
+        _ => return Err(ns()),
+    })
+}
