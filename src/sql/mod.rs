@@ -8,7 +8,8 @@
 //! - `exec`: DML and queries on an engine transaction;
 //! - `ddl`, `catalog`: schema changes and where schemas are kept;
 //! - `row`: the row and key codecs (docs/FORMAT.md);
-//! - `session`, `copy`: transaction blocks, COPY;
+//! - `session`: transaction blocks and executing each plan;
+//! - `copy`: COPY FROM STDIN, its text decoder and a session's COPY state;
 //! - `timestamp`: the `timestamp` type's text form and the clock.
 
 mod catalog;

@@ -1,4 +1,5 @@
-//! Sessions: transaction blocks, statement execution, COPY.
+//! Sessions: transaction blocks and statement execution (COPY's state
+//! and data are in `copy`).
 //!
 //! Outside a block each statement is its own engine transaction,
 //! committed (durable) before its result. In a block the statements share
@@ -10,7 +11,7 @@
 //! back, or the load fails, the table is truncated again.
 
 use super::catalog::{Catalog, TableMeta};
-use super::copy;
+use super::copy::CopyState;
 use super::ddl;
 use super::engine_err;
 use super::exec::{self, Sink, Tx};
@@ -80,33 +81,21 @@ impl Prepared {
     }
 }
 
-enum State {
+pub(super) enum State {
     Idle,
     /// In a block; its engine transaction begins with its first read or write.
     Block(Option<Tx>),
     Failed,
 }
 
-struct CopyState {
-    meta: Arc<TableMeta>,
-    targets: Vec<usize>,
-    buf: Vec<u8>,
-    count: u64,
-    ended: bool,
-    batched: bool,
-    /// The autocommit COPY's own transaction, or a batch's.
-    tx: Option<Tx>,
-    in_batch: usize,
-}
-
 pub struct Session {
-    engine: Arc<SqlEngine>,
-    state: State,
+    pub(super) engine: Arc<SqlEngine>,
+    pub(super) state: State,
     /// Tables created or truncated in the current block.
     fresh: HashSet<String>,
     /// Tables bulk-loaded outside the block's transaction, truncated if it rolls back.
-    batched: HashSet<String>,
-    copy: Option<CopyState>,
+    pub(super) batched: HashSet<String>,
+    pub(super) copy: Option<CopyState>,
 }
 
 fn failed_block() -> SqlError {
@@ -230,7 +219,7 @@ impl Session {
     }
 
     /// After an error: a block fails, its transaction and bulk loads undone.
-    fn fail(&mut self, _e: &SqlError) {
+    pub(super) fn fail(&mut self, _e: &SqlError) {
         if let State::Block(tx) = &mut self.state {
             if let Some(t) = tx.take() {
                 t.abort();
@@ -240,7 +229,7 @@ impl Session {
         }
     }
 
-    fn undo_bulk(&mut self) {
+    pub(super) fn undo_bulk(&mut self) {
         for t in std::mem::take(&mut self.batched) {
             let _ddl = self.engine.ddl.lock();
             if let Err(e) = ddl::truncate(&self.engine.db, &self.engine.catalog, &t) {
@@ -535,113 +524,6 @@ impl Session {
                 tx.commit().map_err(engine_err)?;
                 Ok(r)
             }
-        }
-    }
-
-    pub fn copy_data(&mut self, data: &[u8]) -> Result<(), SqlError> {
-        let Some(mut c) = self.copy.take() else {
-            return Ok(());
-        };
-        match self.copy_lines(&mut c, data) {
-            Ok(()) => {
-                self.copy = Some(c);
-                Ok(())
-            }
-            Err(e) => Err(self.abandon_copy(c, e)),
-        }
-    }
-
-    fn copy_lines(&mut self, c: &mut CopyState, data: &[u8]) -> Result<(), SqlError> {
-        let eng = self.engine.clone();
-        for line in copy::lines(&mut c.buf, data) {
-            if c.ended {
-                continue;
-            }
-            if line == b"\\." {
-                c.ended = true;
-                continue;
-            }
-            let row = exec::build_row(&c.meta, &c.targets, copy::fields(&line, c.targets.len())?)?;
-            if c.batched {
-                let mut sink = Sink::batched(&eng.db, &c.meta);
-                if let Sink::Batched { tx, in_tx, .. } = &mut sink {
-                    std::mem::swap(tx, &mut c.tx);
-                    *in_tx = c.in_batch;
-                }
-                exec::insert_row(&mut sink, &c.meta, &row)?;
-                if let Sink::Batched { tx, in_tx, .. } = sink {
-                    c.tx = tx;
-                    c.in_batch = in_tx;
-                }
-            } else {
-                match &mut self.state {
-                    State::Block(tx) => {
-                        let tx = tx.get_or_insert_with(|| eng.db.begin_shared());
-                        exec::insert_row(&mut Sink::Tx(tx), &c.meta, &row)?;
-                    }
-                    _ => {
-                        let tx = c.tx.get_or_insert_with(|| eng.db.begin_shared());
-                        exec::insert_row(&mut Sink::Tx(tx), &c.meta, &row)?;
-                    }
-                }
-            }
-            c.count += 1;
-        }
-        Ok(())
-    }
-
-    fn abandon_copy(&mut self, c: CopyState, e: SqlError) -> SqlError {
-        if let Some(t) = c.tx {
-            t.abort();
-        }
-        if c.batched {
-            self.batched.insert(c.meta.def.name.clone());
-        }
-        if matches!(self.state, State::Block(_)) {
-            self.fail(&e);
-        } else {
-            self.undo_bulk();
-        }
-        e
-    }
-
-    pub fn copy_done(&mut self) -> Result<Outcome, SqlError> {
-        let Some(mut c) = self.copy.take() else {
-            return Err(SqlError::new(
-                codes::PROTOCOL_VIOLATION,
-                "no COPY in progress",
-            ));
-        };
-        let r = (|| {
-            if !c.buf.is_empty() && !c.ended {
-                let rest = std::mem::take(&mut c.buf);
-                let mut with_nl = rest;
-                with_nl.push(b'\n');
-                self.copy_lines(&mut c, &with_nl)?;
-            }
-            if let Some(t) = c.tx.take() {
-                t.commit().map_err(engine_err)?;
-            }
-            Ok(())
-        })();
-        match r {
-            Ok(()) => {
-                if c.batched && matches!(self.state, State::Block(_)) {
-                    self.batched.insert(c.meta.def.name.clone());
-                }
-                Ok(Outcome::Command {
-                    tag: format!("COPY {}", c.count),
-                })
-            }
-            Err(e) => Err(self.abandon_copy(c, e)),
-        }
-    }
-
-    pub fn copy_fail(&mut self, message: &str) -> SqlError {
-        let e = SqlError::new("57014", format!("COPY from stdin failed: {message}"));
-        match self.copy.take() {
-            Some(c) => self.abandon_copy(c, e),
-            None => e,
         }
     }
 }
