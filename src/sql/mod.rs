@@ -25,6 +25,8 @@ mod row;
 mod session;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_concurrent;
 pub mod timestamp;
 pub mod types;
 
