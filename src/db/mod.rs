@@ -142,6 +142,18 @@ impl Database {
         v
     }
 
+    /// Rows per transaction when loading in bulk. Each commit pins its
+    /// leaves: keep a batch well inside the pool (and the write-set limit).
+    pub(crate) fn bulk_batch_rows(&self) -> usize {
+        let engine = &*self.engine;
+        engine
+            .options
+            .max_write_set_rows
+            .min(1000)
+            .min(engine.pool.nframes() / 4)
+            .max(1)
+    }
+
     /// Loads rows in bounded transactions without waiting for each to be
     /// durable; returns when all are. Keys need not be sorted; existing keys
     /// are replaced.
@@ -151,14 +163,7 @@ impl Database {
         K: AsRef<[u8]>,
         V: AsRef<[u8]>,
     {
-        let engine = &*self.engine;
-        // Each commit pins its leaves: keep a batch well inside the pool.
-        let batch = engine
-            .options
-            .max_write_set_rows
-            .min(1000)
-            .min(engine.pool.nframes() / 4)
-            .max(1);
+        let batch = self.bulk_batch_rows();
         let mut tx = self.begin();
         let (mut n, mut in_tx, mut last) = (0u64, 0usize, Lsn::INVALID);
         for (k, v) in rows {
@@ -173,7 +178,7 @@ impl Database {
         }
         last = last.max(crate::txn::commit_nowait(tx)?);
         if last.is_valid() {
-            engine.wal.flush(last, Issuer::Client)?;
+            self.engine.wal.flush(last, Issuer::Client)?;
         }
         Ok(n)
     }

@@ -136,13 +136,7 @@ pub enum Sink<'a> {
 
 impl Sink<'_> {
     pub fn batched<'a>(db: &'a Database, meta: &TableMeta) -> Sink<'a> {
-        let engine = &db.engine;
-        let batch = engine
-            .options
-            .max_write_set_rows
-            .min(1000)
-            .min(engine.pool.nframes() / 4)
-            .max(1);
+        let batch = db.bulk_batch_rows();
         Sink::Batched {
             db,
             tx: None,
@@ -361,6 +355,30 @@ fn key_value(meta: &TableMeta, v: Value) -> Result<Option<Value>, SqlError> {
     }
 }
 
+/// The rows `filter` keeps among the access path's candidates. With
+/// `lock` (UPDATE, DELETE) each row is locked first, so the filter sees
+/// the row as it is once the lock is held.
+fn matching(
+    tx: &mut Tx,
+    meta: &TableMeta,
+    access: &Access,
+    filter: Option<&Expr>,
+    cx: &Ctx<'_>,
+    lock: bool,
+) -> Result<Vec<KeyedRow>, SqlError> {
+    let mut rows = candidates(tx, meta, access, cx, lock)?;
+    if let Some(f) = filter {
+        let mut kept = Vec::with_capacity(rows.len());
+        for (key, row) in rows {
+            if f.holds(&row, cx)? {
+                kept.push((key, row));
+            }
+        }
+        rows = kept;
+    }
+    Ok(rows)
+}
+
 /// UPDATE: returns the rows changed.
 pub fn update(
     tx: &mut Tx,
@@ -371,12 +389,7 @@ pub fn update(
     cx: &Ctx<'_>,
 ) -> Result<u64, SqlError> {
     let mut n = 0;
-    for (key, old) in candidates(tx, meta, access, cx, true)? {
-        if let Some(f) = filter {
-            if !f.holds(&old, cx)? {
-                continue;
-            }
-        }
+    for (key, old) in matching(tx, meta, access, filter, cx, true)? {
         let mut new = old.clone();
         for (c, e) in sets {
             new[*c] = store_value(e.eval(&old, cx)?, &meta.def.columns[*c])?;
@@ -415,12 +428,7 @@ pub fn delete(
     cx: &Ctx<'_>,
 ) -> Result<u64, SqlError> {
     let mut n = 0;
-    for (key, old) in candidates(tx, meta, access, cx, true)? {
-        if let Some(f) = filter {
-            if !f.holds(&old, cx)? {
-                continue;
-            }
-        }
+    for (key, old) in matching(tx, meta, access, filter, cx, true)? {
         tx.delete(&meta.rows, &key).map_err(engine_err)?;
         for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
             tx.delete(t, &index_key(&old[def.column], &key))
@@ -455,20 +463,10 @@ pub fn select(
 ) -> Result<Vec<Vec<Value>>, SqlError> {
     let source: Vec<Vec<Value>> = match meta {
         None => vec![Vec::new()],
-        Some(m) => {
-            let mut rows = Vec::new();
-            for (_, r) in candidates(tx, m, &s.access, cx, false)? {
-                if s.filter
-                    .as_ref()
-                    .map(|f| f.holds(&r, cx))
-                    .transpose()?
-                    .unwrap_or(true)
-                {
-                    rows.push(r);
-                }
-            }
-            rows
-        }
+        Some(m) => matching(tx, m, &s.access, s.filter.as_ref(), cx, false)?
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect(),
     };
     let limit = match &s.limit {
         Some(e) => as_int(&e.eval(&[], cx)?)?.map(|n| n.max(0) as usize),

@@ -70,6 +70,15 @@ pub fn object_name(n: &ast::ObjectName, sql: &str) -> Result<String, SqlError> {
 }
 
 impl Scope<'_> {
+    /// A WHERE clause as a boolean expression (its parameters typed so).
+    pub fn condition(&mut self, clause: Option<&ast::Expr>) -> Result<Option<Expr>, SqlError> {
+        let filter = clause.map(|w| self.convert(w)).transpose()?;
+        if let Some(f) = &filter {
+            self.type_of(f, SqlType::Bool);
+        }
+        Ok(filter)
+    }
+
     fn param(&mut self, text: &str) -> Result<usize, SqlError> {
         let n: usize = text
             .strip_prefix('$')

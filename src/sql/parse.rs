@@ -7,7 +7,7 @@ use super::catalog::{Catalog, ColumnDef};
 use super::expr::{ident, object_name, Scope};
 use super::parse_ddl::{alter_table, create_index, create_table};
 use super::parse_select::select;
-use super::plan::{choose_access, InsertSource, Plan};
+use super::plan::{table_access, InsertSource, Plan};
 use super::types::{codes, Column, SqlError, SqlType};
 use sqlparser::ast::{self, Statement};
 use sqlparser::dialect::PostgreSqlDialect;
@@ -152,12 +152,8 @@ pub fn plan(
                 sc.type_of(&e, meta.def.columns[c].ty);
                 sets.push((c, e));
             }
-            let filter = up.selection.as_ref().map(|w| sc.convert(w)).transpose()?;
-            if let Some(f) = &filter {
-                sc.type_of(f, SqlType::Bool);
-            }
-            let indexed: Vec<usize> = meta.def.indexes.iter().map(|i| i.column).collect();
-            let access = choose_access(filter.as_ref(), meta.def.primary_key, &indexed);
+            let filter = sc.condition(up.selection.as_ref())?;
+            let access = table_access(filter.as_ref(), &meta.def);
             Plan::Update {
                 table,
                 sets,
@@ -191,12 +187,8 @@ pub fn plan(
                 declared,
                 sql,
             };
-            let filter = del.selection.as_ref().map(|w| sc.convert(w)).transpose()?;
-            if let Some(f) = &filter {
-                sc.type_of(f, SqlType::Bool);
-            }
-            let indexed: Vec<usize> = meta.def.indexes.iter().map(|i| i.column).collect();
-            let access = choose_access(filter.as_ref(), meta.def.primary_key, &indexed);
+            let filter = sc.condition(del.selection.as_ref())?;
+            let access = table_access(filter.as_ref(), &meta.def);
             Plan::Delete {
                 table,
                 filter,

@@ -4,7 +4,7 @@
 use super::catalog::Catalog;
 use super::expr::{ident, object_name, Expr, Scope};
 use super::parse::{scope_columns, table_factor};
-use super::plan::{choose_access, default_name, Access, Item, Select};
+use super::plan::{default_name, table_access, Access, Item, Select};
 use super::types::{Column, SqlError, SqlType};
 use sqlparser::ast;
 
@@ -109,10 +109,7 @@ pub(super) fn select(
     {
         return Err(ns());
     }
-    let filter = s.selection.as_ref().map(|w| sc.convert(w)).transpose()?;
-    if let Some(f) = &filter {
-        sc.type_of(f, SqlType::Bool);
-    }
+    let filter = sc.condition(s.selection.as_ref())?;
     let mut order = Vec::new();
     if let Some(ob) = &q.order_by {
         let ast::OrderByKind::Expressions(exprs) = &ob.kind else {
@@ -171,10 +168,7 @@ pub(super) fn select(
         _ => return Err(ns()),
     };
     let access = match &meta {
-        Some(m) => {
-            let indexed: Vec<usize> = m.def.indexes.iter().map(|i| i.column).collect();
-            choose_access(filter.as_ref(), m.def.primary_key, &indexed)
-        }
+        Some(m) => table_access(filter.as_ref(), &m.def),
         None => Access::Full,
     };
     if table.is_none() && (filter.is_some() || !order.is_empty()) {

@@ -1,7 +1,7 @@
 //! Plans: what a statement does, resolved against the catalog, with its
 //! parameter types and result columns; and the choice of access path.
 
-use super::catalog::ColumnDef;
+use super::catalog::{ColumnDef, TableDef};
 use super::expr::{Cmp, Expr};
 use super::types::SqlType;
 
@@ -117,6 +117,13 @@ fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
 
 /// Picks the access path for a predicate over a table with primary key
 /// `pk` and indexes on `indexed` columns.
+/// The access path for `filter` on a table: its primary key, else an
+/// indexed column, else a full scan.
+pub fn table_access(filter: Option<&Expr>, def: &TableDef) -> Access {
+    let indexed: Vec<usize> = def.indexes.iter().map(|i| i.column).collect();
+    choose_access(filter, def.primary_key, &indexed)
+}
+
 pub fn choose_access(filter: Option<&Expr>, pk: Option<usize>, indexed: &[usize]) -> Access {
     let Some(f) = filter else {
         return Access::Full;
