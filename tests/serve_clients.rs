@@ -425,3 +425,23 @@ fn passwords_are_required_off_loopback_and_checked_with_scram() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+#[test]
+fn connections_over_the_limit_are_refused_with_53300() {
+    let serve = Serve::start(&["--max-connections", "1"]);
+    let mut first = Raw::connect(serve.port);
+    let mut second = TcpStream::connect(("127.0.0.1", serve.port)).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = second.read_to_end(&mut reply);
+    assert_eq!(reply.first(), Some(&b'E'), "{reply:?}");
+    assert!(
+        reply.windows(6).any(|w| w == b"C53300"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    // The connection within the limit is still served.
+    assert_eq!(first.query("select 1").2, b'I');
+}

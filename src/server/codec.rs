@@ -121,7 +121,10 @@ fn encode_value(out: &mut bytes::BytesMut, value: &Value, ty: SqlType, binary: b
             SqlType::Int4 => out.put_i32(*v as i32),
             _ => out.put_i64(*v),
         },
-        Value::Int(v) => out.put_slice(v.to_string().as_bytes()),
+        // Straight into the row's buffer: no String per value.
+        Value::Int(v) => {
+            let _ = std::fmt::Write::write_fmt(out, format_args!("{v}"));
+        }
         Value::Bool(b) if binary => out.put_u8(*b as u8),
         Value::Bool(b) => out.put_slice(if *b { b"t" } else { b"f" }),
         Value::Text(s) => out.put_slice(s.as_bytes()),

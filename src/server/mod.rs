@@ -19,6 +19,9 @@ use parking_lot::Mutex;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::PgWireServerHandlers;
+use pgwire::error::ErrorInfo;
+use pgwire::messages::response::ErrorResponse;
+use pgwire::messages::Message;
 use startup::Startup;
 use std::collections::HashMap;
 use std::io::Write;
@@ -175,23 +178,12 @@ fn serve_connection(stream: TcpStream, handlers: Handlers) -> std::io::Result<()
 /// Refuses a connection before start-up with a FATAL ErrorResponse, as
 /// PostgreSQL refuses one over max_connections.
 fn refuse(mut stream: TcpStream, code: &str, message: &str) {
-    let mut body = Vec::new();
-    for (field, value) in [
-        (b'S', "FATAL"),
-        (b'V', "FATAL"),
-        (b'C', code),
-        (b'M', message),
-    ] {
-        body.push(field);
-        body.extend_from_slice(value.as_bytes());
-        body.push(0);
+    let info = ErrorInfo::new("FATAL".into(), code.into(), message.into());
+    let mut msg = bytes::BytesMut::new();
+    if ErrorResponse::from(info).encode(&mut msg).is_ok() {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.write_all(&msg);
     }
-    body.push(0);
-    let mut msg = vec![b'E'];
-    msg.extend_from_slice(&(body.len() as i32 + 4).to_be_bytes());
-    msg.extend_from_slice(&body);
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.write_all(&msg);
 }
 
 /// One connection's handlers, as pgwire asks for them.
