@@ -248,15 +248,17 @@ view! {
         /// Data-file fsyncs the background syncer ran ahead of the writers
         /// (`double_write_sync_ahead`), so that they did not wait.
         syncs_ahead: u64,
-        /// Pages whose in-place write waited for the next checkpoint or the
-        /// slot's reuse (`double_write_defer_in_place`).
+        /// Pages this writer stored in `dw/deferred` instead of writing
+        /// them (`double_write_defer_in_place`).
         deferred: u64,
-        /// Deferred pages written in place (at a checkpoint, or when their
-        /// slots were needed).
+        /// Deferred pages written back, through the area and in place (a
+        /// checkpoint's: the checkpointer's row).
         written_back: u64,
-        /// Deferred pages never written in place: a newer copy replaced them.
+        /// Deferred copies never written in place: a newer copy replaced
+        /// them, or the page went in place from a newer version.
         obsolete: u64,
-        /// Pages read from the area instead of their data file.
+        /// Pages this writer's reads found in `dw/deferred` instead of
+        /// their data file.
         reads: u64,
     }
 }

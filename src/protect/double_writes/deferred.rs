@@ -1,189 +1,241 @@
-//! `double_write_defer_in_place`: the area as a second home of evicted
-//! pages until the next checkpoint (seed 000's suggestion).
+//! `double_write_defer_in_place`: evicted pages kept in a file of their own
+//! until the next checkpoint (seed 000's suggestion).
 //!
-//! A page written through the area is durable once its batch is fsynced;
-//! its in-place write can wait. With deferral on, a page the background
-//! writer or a client evicts is not written in place: the area's copy is
-//! the page's newest version, reads of the page are served from it, and it
-//! goes in place at the next checkpoint (or earlier, when the ring needs
-//! its slot again: "write-back"), unless a newer copy of the page made it
-//! obsolete first. A page evicted again and again between two checkpoints
-//! is then written once per eviction, to the area, and once in place,
-//! instead of twice per eviction; and its in-place write is part of a
-//! sorted batch.
+//! With deferral on, a page the background writer or a client evicts is
+//! not written in place and not written to the area: it goes to a slot of
+//! `dw/deferred`, a plain buffered file that is never fsynced and never
+//! read by recovery. Reads of the page are served from that slot; the next
+//! checkpoint writes every deferred page through the area (one sequential
+//! write, one fsync) and in place, before its data-file fsyncs.
 //!
-//! A batch of deferred pages only is not fsynced: until a write-back, the
-//! data file holds an intact older version of each page, and the WAL,
-//! flushed past every copy's LSN before the batch, brings it forward. A
-//! write-back fsyncs the shard before its first in-place write, so a torn
-//! in-place write finds its copy. An eviction then costs one buffered,
-//! sequential write.
+//! Why nothing protects the slot, and why recovery ignores the file: a
+//! deferred page was not written in place since the last checkpoint wrote
+//! it back (or wrote it), so its data file holds an intact older version,
+//! and the WAL, flushed past the page's LSN before its eviction, brings
+//! that version forward. A torn or lost slot costs nothing. The torn-page
+//! risk is only at the in-place write, and that goes through the area.
 //!
-//! Why recovery needs nothing new: every checkpoint writes back all
-//! deferred pages before its data-file fsyncs, so below its redo point the
-//! data files hold every page, as without deferral; at or above it, the
-//! restore rule already restores each copy newer than its data page
-//! (`restore.rs`). The checkpoint's own pages are not deferred.
+//! Why a file of its own and not the area's ring (measured, BENCHMARKS
+//! "Deferred pages in a file of their own"): the ring put each eviction
+//! at a new offset, so the page cache held every eviction as a distinct
+//! dirty page and the shard's fsync before a write-back wrote them all to
+//! the disk (five times `off`'s bytes). Here a page evicted again takes a
+//! freed slot (the free list is last in, first out), so the file's dirty
+//! pages stay about as many as the pages deferred, and overwrite each
+//! other in the page cache as in-place writes do under `off`.
 //!
 //! Invariants:
 //! - A page is deferred only where its segment file exists, so a file
-//!   that exists only in the area is never taken for a dropped one.
-//! - `live` names, per page, the newest copy not yet written in place;
-//!   only that copy is ever written back.
+//!   that exists only in the deferred file is never taken for a dropped one.
+//! - `live` names, per page, its newest version not yet in place. A slot
+//!   named there or in `writing_back` is never handed out again, so a
+//!   reader that finds the slot's copy changed knows to look again.
 //! - Write-backs run one at a time (`order`): two versions of one page are
 //!   never on their way in place at once, so the newest lands last.
-//! - A page leaves `live` only after its in-place write returned, so a
-//!   reader who no longer finds it there finds it in the data file.
+//! - A page leaves `writing_back` only after its in-place write returned,
+//!   so a reader who no longer finds it finds it in the data file.
 
-use super::area::Shard;
 use crate::buffer::PageId;
 use crate::lsn::Lsn;
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
 
-/// Where the newest copy of a deferred page lies.
+/// A deferred page's newest copy in the deferred file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Location {
-    pub shard: Shard,
-    /// The block in the shard's file.
-    pub block: u32,
+pub struct DeferredCopy {
+    /// The slot: bytes `slot * page_size ..` of `dw/deferred`.
+    pub slot: u32,
     /// The copy's page LSN.
     pub lsn: Lsn,
 }
 
-/// A page one ring entry deferred.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeferredCopy {
-    pub id: PageId,
-    pub at: Location,
+#[derive(Default)]
+struct Slots {
+    live: HashMap<PageId, DeferredCopy>,
+    /// Claimed by the write-back in progress.
+    writing_back: HashMap<PageId, DeferredCopy>,
+    /// Freed slots, reused last freed first.
+    free: Vec<u32>,
+    /// Slots `0..used` were handed out at least once.
+    used: u32,
 }
 
-/// The deferred pages of one opening.
-#[derive(Default)]
+impl Slots {
+    fn take(&mut self, capacity: u32) -> Option<u32> {
+        if let Some(slot) = self.free.pop() {
+            return Some(slot);
+        }
+        (self.used < capacity).then(|| {
+            self.used += 1;
+            self.used - 1
+        })
+    }
+}
+
+/// The deferred pages of one opening, and the slots of their file.
 pub struct DeferredPages {
-    live: Mutex<HashMap<PageId, Location>>,
-    /// By (shard, ring entry): the pages that entry deferred.
-    by_entry: Mutex<HashMap<(Shard, u64), Vec<DeferredCopy>>>,
+    /// The most slots the file may have (`double_write_buffer_size`).
+    capacity: u32,
+    slots: Mutex<Slots>,
     order: Mutex<()>,
 }
 
+/// A write-back in progress: the pages claimed, sorted by page, and the
+/// order lock, held until [`DeferredPages::finish`] or
+/// [`DeferredPages::unclaim`].
+pub struct Claimed<'a> {
+    _order: MutexGuard<'a, ()>,
+    pub pages: Vec<(PageId, DeferredCopy)>,
+}
+
 impl DeferredPages {
-    /// Entry `entry` of `shard` holds these copies, durable now: each is
-    /// its page's newest version.
-    pub fn defer(&self, shard: Shard, entry: u64, copies: Vec<DeferredCopy>) {
-        {
-            let mut live = self.live.lock();
-            for c in &copies {
-                live.insert(c.id, c.at);
+    pub fn new(capacity: u32) -> DeferredPages {
+        DeferredPages {
+            capacity,
+            slots: Mutex::new(Slots::default()),
+            order: Mutex::new(()),
+        }
+    }
+
+    /// A slot for each page to store, by index (None: the file is full, so
+    /// the page goes in place as without deferral).
+    pub fn take_slots(&self, n: usize) -> Vec<Option<u32>> {
+        let mut s = self.slots.lock();
+        (0..n).map(|_| s.take(self.capacity)).collect()
+    }
+
+    /// Slots taken for a store that failed: free again.
+    pub fn give_back(&self, slots: impl Iterator<Item = u32>) {
+        self.slots.lock().free.extend(slots);
+    }
+
+    /// The pages were written to their slots: each copy is now its page's
+    /// newest version. Returns how many older copies this made obsolete
+    /// (their slots are free).
+    pub fn publish(&self, stored: &[(PageId, DeferredCopy)]) -> usize {
+        let mut s = self.slots.lock();
+        let mut obsolete = 0;
+        for &(id, copy) in stored {
+            if let Some(old) = s.live.insert(id, copy) {
+                s.free.push(old.slot);
+                obsolete += 1;
             }
         }
-        self.by_entry.lock().insert((shard, entry), copies);
+        obsolete
     }
 
     /// Pages `ids` are about to be written in place from newer versions (a
-    /// checkpoint's, a new segment's): their deferred copies become
+    /// checkpoint's, a page without a slot): their deferred copies become
     /// obsolete. Waits out a write-back in progress, which may be writing
-    /// an older version of one of them that must land first.
-    pub fn supersede(&self, ids: impl Iterator<Item = PageId> + Clone) {
+    /// an older version of one of them that must land first. Returns how
+    /// many copies were dropped.
+    pub fn supersede(&self, ids: impl Iterator<Item = PageId> + Clone) -> usize {
         {
-            let live = self.live.lock();
-            if live.is_empty() || !ids.clone().any(|id| live.contains_key(&id)) {
-                return;
+            let s = self.slots.lock();
+            if s.live.is_empty() && s.writing_back.is_empty()
+                || !ids
+                    .clone()
+                    .any(|id| s.live.contains_key(&id) || s.writing_back.contains_key(&id))
+            {
+                return 0;
             }
         }
         let _order = self.order.lock();
-        let mut live = self.live.lock();
+        let mut s = self.slots.lock();
+        let mut dropped = 0;
         for id in ids {
-            live.remove(&id);
+            if let Some(old) = s.live.remove(&id) {
+                s.free.push(old.slot);
+                dropped += 1;
+            }
         }
+        dropped
     }
 
     /// Where page `id`'s newest copy lies, if its in-place write waits.
-    pub fn lookup(&self, id: PageId) -> Option<Location> {
-        self.live.lock().get(&id).copied()
+    pub fn lookup(&self, id: PageId) -> Option<DeferredCopy> {
+        let s = self.slots.lock();
+        s.live.get(&id).or_else(|| s.writing_back.get(&id)).copied()
     }
 
-    /// Pages deferred now.
+    /// Pages deferred now (claimed ones included).
     pub fn len(&self) -> usize {
-        self.live.lock().len()
+        let s = self.slots.lock();
+        s.live.len() + s.writing_back.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Starts the write-back of `shard`'s entry `entry`: holds the order
-    /// lock and returns the copies still newest (the others are
-    /// obsolete), in area order.
-    pub fn begin_write_back(&self, shard: Shard, entry: u64) -> (MutexGuard<'_, ()>, WriteBack) {
-        let order = self.order.lock();
-        let all = self
-            .by_entry
-            .lock()
-            .remove(&(shard, entry))
-            .unwrap_or_default();
-        let live = self.live.lock();
-        let (newest, obsolete): (Vec<_>, Vec<_>) =
-            all.iter().partition(|c| live.get(&c.id) == Some(&c.at));
-        drop(live);
-        let write_back = WriteBack {
-            shard,
-            entry,
-            newest: newest.into_iter().copied().collect(),
-            obsolete: obsolete.len(),
-            all,
-        };
-        (order, write_back)
+    /// Slots handed out at least once: the file's length in pages.
+    pub fn slots_used(&self) -> u32 {
+        self.slots.lock().used
     }
 
-    /// The write-back's in-place writes returned: its pages leave `live`
-    /// unless a newer copy replaced them meanwhile.
-    pub fn finish_write_back(&self, done: &WriteBack) {
-        let mut live = self.live.lock();
-        for c in &done.newest {
-            if live.get(&c.id) == Some(&c.at) {
-                live.remove(&c.id);
+    /// Claims every page deferred now for a write-back, sorted by page. A
+    /// page deferred again meanwhile gets a new slot, so the claimed ones
+    /// stay as they are until the write-back ends.
+    pub fn claim_all(&self) -> Claimed<'_> {
+        let order = self.order.lock();
+        let mut s = self.slots.lock();
+        let live = std::mem::take(&mut s.live);
+        let mut pages: Vec<(PageId, DeferredCopy)> = live.into_iter().collect();
+        pages.sort_by_key(|p| p.0);
+        s.writing_back.extend(pages.iter().copied());
+        Claimed {
+            _order: order,
+            pages,
+        }
+    }
+
+    /// The write-back's in-place writes returned: its slots are free, and
+    /// its pages are read from their data files (or from newer copies).
+    pub fn finish(&self, claimed: Claimed<'_>) {
+        let mut s = self.slots.lock();
+        for (id, _) in &claimed.pages {
+            if let Some(c) = s.writing_back.remove(id) {
+                s.free.push(c.slot);
             }
         }
     }
 
-    /// The write-back failed: the entry holds its pages again.
-    pub fn undo_write_back(&self, failed: WriteBack) {
-        self.by_entry
-            .lock()
-            .insert((failed.shard, failed.entry), failed.all);
+    /// The write-back failed: its pages are deferred again, unless a newer
+    /// copy replaced them meanwhile.
+    pub fn unclaim(&self, claimed: Claimed<'_>) {
+        let mut s = self.slots.lock();
+        for (id, _) in &claimed.pages {
+            let Some(c) = s.writing_back.remove(id) else {
+                continue;
+            };
+            if s.live.contains_key(id) {
+                s.free.push(c.slot);
+            } else {
+                s.live.insert(*id, c);
+            }
+        }
     }
 
     /// File `file_id` was dropped: its pages are never written back. Waits
     /// out a write-back in progress, which may be writing one of them.
     pub fn forget_file(&self, file_id: u32) {
         let _order = self.order.lock();
-        self.live.lock().retain(|id, _| id.file_id != file_id);
+        let mut s = self.slots.lock();
+        let gone: Vec<u32> = s
+            .live
+            .iter()
+            .filter(|(id, _)| id.file_id == file_id)
+            .map(|(_, c)| c.slot)
+            .collect();
+        s.live.retain(|id, _| id.file_id != file_id);
+        s.free.extend(gone);
     }
-}
-
-/// One entry's write-back in progress.
-pub struct WriteBack {
-    shard: Shard,
-    entry: u64,
-    /// The copies to write in place, in area order.
-    pub newest: Vec<DeferredCopy>,
-    /// Copies a newer copy of their page made obsolete: never written.
-    pub obsolete: usize,
-    all: Vec<DeferredCopy>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn at(block: u32, lsn: u64) -> Location {
-        Location {
-            shard: Shard::ClientEvictions,
-            block,
-            lsn: Lsn(lsn),
-        }
-    }
     fn page(b: u32) -> PageId {
         PageId {
             file_id: 3,
@@ -191,131 +243,104 @@ mod tests {
         }
     }
 
+    /// Takes a slot for `id` and publishes a copy at `lsn` there.
+    fn store(d: &DeferredPages, id: PageId, lsn: u64) -> Option<DeferredCopy> {
+        let slot = d.take_slots(1)[0]?;
+        let copy = DeferredCopy {
+            slot,
+            lsn: Lsn(lsn),
+        };
+        d.publish(&[(id, copy)]);
+        Some(copy)
+    }
+
     #[test]
-    fn only_the_newest_copy_of_a_page_is_written_back() {
-        let d = DeferredPages::default();
-        let shard = Shard::ClientEvictions;
-        d.defer(
-            shard,
-            1,
-            vec![
-                DeferredCopy {
-                    id: page(7),
-                    at: at(2, 10),
-                },
-                DeferredCopy {
-                    id: page(8),
-                    at: at(3, 11),
-                },
-            ],
-        );
-        // Page 7 evicted again: its newer copy lies in entry 2.
-        d.defer(
-            shard,
-            2,
-            vec![DeferredCopy {
-                id: page(7),
-                at: at(5, 20),
-            }],
-        );
-        assert_eq!(d.lookup(page(7)), Some(at(5, 20)));
-        let (order, wb) = d.begin_write_back(shard, 1);
-        assert_eq!(
-            wb.newest,
-            vec![DeferredCopy {
-                id: page(8),
-                at: at(3, 11)
-            }]
-        );
-        assert_eq!(wb.obsolete, 1);
-        d.finish_write_back(&wb);
-        drop(order);
-        assert_eq!(
-            d.lookup(page(8)),
-            None,
-            "in place now: read from the data file"
-        );
-        assert_eq!(d.lookup(page(7)), Some(at(5, 20)));
+    fn a_page_stored_again_frees_its_old_slot_for_the_next() {
+        let d = DeferredPages::new(4);
+        let a = store(&d, page(7), 10).unwrap();
+        let b = store(&d, page(7), 20).unwrap();
+        assert_ne!(a.slot, b.slot, "never over the copy readers may be reading");
+        assert_eq!(d.lookup(page(7)), Some(b));
+        // The freed slot is the next one handed out: the file stays small.
+        let c = store(&d, page(8), 30).unwrap();
+        assert_eq!(c.slot, a.slot);
+        assert_eq!((d.len(), d.slots_used()), (2, 2));
+    }
+
+    #[test]
+    fn a_full_file_hands_out_no_slot() {
+        let d = DeferredPages::new(2);
+        assert!(store(&d, page(1), 1).is_some());
+        assert!(store(&d, page(2), 1).is_some());
+        assert_eq!(d.take_slots(2), vec![None, None]);
+        // A failed store's slots come back.
+        d.supersede([page(1)].into_iter());
+        let got = d.take_slots(1);
+        assert!(got[0].is_some());
+        d.give_back(got.into_iter().flatten());
+        assert!(d.take_slots(1)[0].is_some());
+    }
+
+    #[test]
+    fn a_copy_stored_during_its_write_back_stays_live() {
+        let d = DeferredPages::new(8);
+        let old = store(&d, page(1), 10).unwrap();
+        let claimed = d.claim_all();
+        assert_eq!(claimed.pages, vec![(page(1), old)]);
+        assert_eq!(d.lookup(page(1)), Some(old), "read while written back");
+        // An eviction lands while the old copy goes in place.
+        let new = store(&d, page(1), 30).unwrap();
+        assert_ne!(new.slot, old.slot);
+        assert_eq!(d.lookup(page(1)), Some(new));
+        d.finish(claimed);
+        assert_eq!(d.lookup(page(1)), Some(new));
         assert_eq!(d.len(), 1);
     }
 
     #[test]
-    fn a_copy_replaced_during_its_write_back_stays_live() {
-        let d = DeferredPages::default();
-        let shard = Shard::Checkpointer;
-        d.defer(
-            shard,
-            1,
-            vec![DeferredCopy {
-                id: page(1),
-                at: at(2, 10),
-            }],
-        );
-        let (order, wb) = d.begin_write_back(shard, 1);
-        // An eviction's batch lands while the old copy goes in place.
-        d.defer(
-            shard,
-            2,
-            vec![DeferredCopy {
-                id: page(1),
-                at: at(9, 30),
-            }],
-        );
-        d.finish_write_back(&wb);
-        drop(order);
-        assert_eq!(d.lookup(page(1)), Some(at(9, 30)));
+    fn a_written_back_page_is_read_from_its_data_file_again() {
+        let d = DeferredPages::new(8);
+        store(&d, page(1), 10).unwrap();
+        store(&d, page(2), 11).unwrap();
+        let claimed = d.claim_all();
+        assert_eq!(claimed.pages.len(), 2);
+        d.finish(claimed);
+        assert_eq!((d.lookup(page(1)), d.len()), (None, 0));
+        assert!(d.claim_all().pages.is_empty());
     }
 
     #[test]
     fn a_failed_write_back_can_be_tried_again() {
-        let d = DeferredPages::default();
-        let shard = Shard::BackgroundWriter;
-        d.defer(
-            shard,
-            4,
-            vec![DeferredCopy {
-                id: page(1),
-                at: at(2, 10),
-            }],
-        );
-        let (order, wb) = d.begin_write_back(shard, 4);
-        d.undo_write_back(wb);
-        drop(order);
-        let (_order, again) = d.begin_write_back(shard, 4);
-        assert_eq!(again.newest.len(), 1);
+        let d = DeferredPages::new(8);
+        let old = store(&d, page(1), 10).unwrap();
+        store(&d, page(2), 10).unwrap();
+        let claimed = d.claim_all();
+        let newer = store(&d, page(2), 20).unwrap();
+        d.unclaim(claimed);
+        let again = d.claim_all();
+        assert_eq!(again.pages, vec![(page(1), old), (page(2), newer)]);
     }
 
     #[test]
     fn pages_of_a_dropped_file_are_forgotten() {
-        let d = DeferredPages::default();
-        let shard = Shard::ClientEvictions;
+        let d = DeferredPages::new(8);
         let other = PageId {
             file_id: 4,
             block: 1,
         };
-        d.defer(
-            shard,
-            1,
-            vec![
-                DeferredCopy {
-                    id: page(1),
-                    at: at(2, 10),
-                },
-                DeferredCopy {
-                    id: other,
-                    at: at(3, 10),
-                },
-            ],
-        );
+        store(&d, page(1), 10).unwrap();
+        let kept = store(&d, other, 10).unwrap();
         d.forget_file(3);
         assert_eq!(d.lookup(page(1)), None);
-        let (_order, wb) = d.begin_write_back(shard, 1);
-        assert_eq!(
-            wb.newest,
-            vec![DeferredCopy {
-                id: other,
-                at: at(3, 10)
-            }]
-        );
+        assert_eq!(d.claim_all().pages, vec![(other, kept)]);
+    }
+
+    #[test]
+    fn a_page_written_in_place_from_a_newer_version_drops_its_copy() {
+        let d = DeferredPages::new(8);
+        store(&d, page(1), 10).unwrap();
+        assert_eq!(d.supersede([page(1), page(2)].into_iter()), 1);
+        assert_eq!(d.lookup(page(1)), None);
+        assert_eq!(d.supersede([page(1)].into_iter()), 0);
     }
 }

@@ -12,8 +12,9 @@
 //! - [`ring`]: where batches go in a shard, and the reuse rule: a slot is
 //!   reused only after an fsync of its page's data file that began after
 //!   that page's in-place write returned.
-//! - [`deferred`]: `double_write_defer_in_place`, the area as the home of
-//!   a page's newest version until its slot is needed again (the I/O in
+//! - [`deferred`]: `double_write_defer_in_place`, evicted pages kept in
+//!   `dw/deferred` (never fsynced, ignored by recovery) until the next
+//!   checkpoint writes them through the area and in place (the I/O in
 //!   `write_back.rs`).
 //! - [`shard_file`]: shard files created whole, checked at each opening.
 //! - [`stats`]: the counters by shard, held by the engine so they outlive

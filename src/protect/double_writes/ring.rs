@@ -12,10 +12,6 @@
 //! write would leave. So an entry is
 //! - in flight from its reservation until its in-place writes returned
 //!   (its marks are unknown): a writer that needs its blocks waits;
-//! - with `double_write_defer_in_place`, then deferred while it holds
-//!   pages whose in-place write waits for the slot's reuse: a writer that
-//!   needs its blocks writes them in place first (and the entry is in
-//!   flight again meanwhile);
 //! - then pending until its marks are durable: a writer that needs its
 //!   blocks fsyncs those data files itself;
 //! - then free.
@@ -38,19 +34,11 @@ pub enum Reserve<M> {
     /// Entries in the way hold pages not yet durable in place: fsync these
     /// data files, then try again.
     SyncFirst(Vec<M>),
-    /// Entry `ticket` in the way holds deferred pages: it is the caller's
-    /// to write in place ([`Ring::written_back`]), then try again.
-    WriteBackFirst(u64),
 }
 
 enum State<M> {
     /// Reserved; its in-place writes have not all returned.
     InFlight,
-    /// Holds pages whose in-place write waits for the slots' reuse; the
-    /// marks are those of the pages written in place at once.
-    Deferred(Vec<M>),
-    /// A writer is writing its deferred pages in place.
-    WritingBack(Vec<M>),
     /// Every page went in place: reusable once the marks are durable.
     Done(Vec<M>),
 }
@@ -127,19 +115,11 @@ impl<M: Mark> Ring<M> {
         let mut pending = Vec::new();
         for e in self.entries.iter().filter(|e| e.overlaps(start, end)) {
             match &e.state {
-                State::InFlight | State::WritingBack(_) => return Reserve::WaitInFlight,
-                State::Deferred(_) => {}
+                State::InFlight => return Reserve::WaitInFlight,
                 State::Done(marks) => {
                     pending.extend(marks.iter().filter(|m| !m.is_durable()).cloned())
                 }
             }
-        }
-        if let Some(e) = self
-            .entries
-            .iter_mut()
-            .find(|e| e.overlaps(start, end) && matches!(e.state, State::Deferred(_)))
-        {
-            return Reserve::WriteBackFirst(e.claim_write_back());
         }
         #[cfg(test)]
         if self.reuse_too_early {
@@ -169,55 +149,15 @@ impl<M: Mark> Ring<M> {
     }
 
     /// The in-place writes of entry `ticket` returned: its blocks become
-    /// reusable once `marks` are durable, and, if it holds `deferred`
-    /// pages, once those are written in place too. An entry whose pages
-    /// were never written in place (its batch failed) gets no marks and is
-    /// free.
-    pub fn complete(&mut self, ticket: u64, marks: Vec<M>, deferred: bool) {
+    /// reusable once `marks` are durable. An entry whose pages were never
+    /// written in place (its batch failed) gets no marks and is free.
+    pub fn complete(&mut self, ticket: u64, marks: Vec<M>) {
         let e = self.entry_mut(ticket);
         assert!(
             matches!(e.state, State::InFlight),
             "entry {ticket} completed twice"
         );
-        e.state = if deferred {
-            State::Deferred(marks)
-        } else {
-            State::Done(marks)
-        };
-    }
-
-    /// The deferred pages of entry `ticket` (claimed by
-    /// [`Reserve::WriteBackFirst`] or [`Ring::claim_deferred_ahead`]) went
-    /// in place: `marks` are their data files'.
-    pub fn written_back(&mut self, ticket: u64, marks: Vec<M>) {
-        let e = self.entry_mut(ticket);
-        let State::WritingBack(mut all) = std::mem::replace(&mut e.state, State::InFlight) else {
-            panic!("entry {ticket} written back without being claimed");
-        };
-        all.extend(marks);
-        e.state = State::Done(all);
-    }
-
-    /// A write-back of entry `ticket` failed: it is deferred again.
-    pub fn write_back_failed(&mut self, ticket: u64) {
-        let e = self.entry_mut(ticket);
-        let State::WritingBack(marks) = std::mem::replace(&mut e.state, State::InFlight) else {
-            panic!("entry {ticket} failed a write-back it was not in");
-        };
-        e.state = State::Deferred(marks);
-    }
-
-    /// Claims the deferred entries that the next `window` blocks'
-    /// reservations will overwrite (every deferred entry when `window`
-    /// covers the area): the caller writes their pages in place ahead of
-    /// the writers. Returns their tickets, oldest first.
-    pub fn claim_deferred_ahead(&mut self, window: u32) -> Vec<u64> {
-        let ahead = self.ahead(window);
-        self.entries
-            .iter_mut()
-            .filter(|e| ahead(e) && matches!(e.state, State::Deferred(_)))
-            .map(|e| e.claim_write_back())
-            .collect()
+        e.state = State::Done(marks);
     }
 
     /// Whether an entry lies within the next `window` blocks.
@@ -251,58 +191,12 @@ impl<M: Mark> Ring<M> {
             .collect()
     }
 
-    /// The ticket the next reservation gets: entries reserved so far are
-    /// below it.
-    pub fn next_ticket(&self) -> u64 {
-        self.next_ticket
-    }
-
-    /// Claims every deferred entry reserved before `limit` (see
-    /// [`Ring::claim_deferred_ahead`]).
-    pub fn claim_deferred_before(&mut self, limit: u64) -> Vec<u64> {
-        self.entries
-            .iter_mut()
-            .filter(|e| e.ticket < limit && matches!(e.state, State::Deferred(_)))
-            .map(|e| e.claim_write_back())
-            .collect()
-    }
-
-    /// Whether an entry reserved before `limit` is deferred (a write-back
-    /// of it failed, or it was never claimed).
-    pub fn has_deferred_before(&self, limit: u64) -> bool {
-        self.entries
-            .iter()
-            .any(|e| e.ticket < limit && matches!(e.state, State::Deferred(_)))
-    }
-
-    /// Entries reserved before `limit` that a writer is writing back.
-    pub fn writing_back_before(&self, limit: u64) -> usize {
-        self.entries
-            .iter()
-            .filter(|e| e.ticket < limit && matches!(e.state, State::WritingBack(_)))
-            .count()
-    }
-
-    /// Entries still in flight (or being written back).
+    /// Entries still in flight.
     pub fn in_flight(&self) -> usize {
         self.entries
             .iter()
-            .filter(|e| matches!(e.state, State::InFlight | State::WritingBack(_)))
+            .filter(|e| matches!(e.state, State::InFlight))
             .count()
-    }
-}
-
-impl<M> Entry<M> {
-    /// Deferred → being written back by the caller; returns the ticket.
-    fn claim_write_back(&mut self) -> u64 {
-        let State::Deferred(marks) = std::mem::replace(&mut self.state, State::InFlight) else {
-            panic!(
-                "entry {} claimed for write-back while not deferred",
-                self.ticket
-            );
-        };
-        self.state = State::WritingBack(marks);
-        self.ticket
     }
 }
 
@@ -337,8 +231,8 @@ mod tests {
         let (a, sa) = ready(ring.try_reserve(4));
         let (b, sb) = ready(ring.try_reserve(4));
         assert_eq!((sa, sb), (1, 5));
-        ring.complete(a, vec![mark(true)], false);
-        ring.complete(b, vec![mark(true)], false);
+        ring.complete(a, vec![mark(true)]);
+        ring.complete(b, vec![mark(true)]);
         // 3 blocks do not fit after block 8 (9, 10 are left): back to 1.
         let (_, sc) = ready(ring.try_reserve(3));
         assert_eq!(sc, 1);
@@ -354,7 +248,7 @@ mod tests {
         let (a, _) = ready(ring.try_reserve(8));
         assert_eq!(ring.try_reserve(1), Reserve::WaitInFlight);
         assert_eq!(ring.in_flight(), 1);
-        ring.complete(a, vec![mark(true)], false);
+        ring.complete(a, vec![mark(true)]);
         assert_eq!(ready(ring.try_reserve(1)).1, 1);
     }
 
@@ -365,7 +259,7 @@ mod tests {
         let mut ring = Ring::<TestMark>::new(6);
         let (a, _) = ready(ring.try_reserve(6));
         let data_file = mark(false);
-        ring.complete(a, vec![data_file.clone(), mark(true)], false);
+        ring.complete(a, vec![data_file.clone(), mark(true)]);
         match ring.try_reserve(2) {
             Reserve::SyncFirst(marks) => assert_eq!(marks, vec![data_file.clone()]),
             other => panic!("reused before the data fsync: {other:?}"),
@@ -378,7 +272,7 @@ mod tests {
     fn a_failed_batch_frees_its_blocks() {
         let mut ring = Ring::<TestMark>::new(4);
         let (a, _) = ready(ring.try_reserve(4));
-        ring.complete(a, Vec::new(), false);
+        ring.complete(a, Vec::new());
         assert_eq!(ready(ring.try_reserve(4)).1, 1);
     }
 
@@ -387,7 +281,7 @@ mod tests {
         let mut ring = Ring::<TestMark>::new(10);
         let (a, _) = ready(ring.try_reserve(5));
         let (_b, _) = ready(ring.try_reserve(5)); // in flight, at 6..10
-        ring.complete(a, vec![mark(true)], false);
+        ring.complete(a, vec![mark(true)]);
         // Wraps to 1: only the first entry is in the way.
         assert_eq!(ready(ring.try_reserve(5)).1, 1);
     }
@@ -399,9 +293,9 @@ mod tests {
         let (b, _) = ready(ring.try_reserve(3)); // 4..=6
         let (c, _) = ready(ring.try_reserve(3)); // 7..=9, next = 10
         let (ma, mb, mc) = (mark(false), mark(false), mark(false));
-        ring.complete(a, vec![ma.clone()], false);
-        ring.complete(b, vec![mb.clone()], false);
-        ring.complete(c, vec![mc.clone()], false);
+        ring.complete(a, vec![ma.clone()]);
+        ring.complete(b, vec![mb.clone()]);
+        ring.complete(c, vec![mc.clone()]);
         // From block 10: block 10 is empty, then 1..=3 (a) after the wrap.
         assert_eq!(ring.pending_ahead(1), Vec::<TestMark>::new());
         assert_eq!(ring.pending_ahead(3), vec![ma.clone()]);
@@ -409,83 +303,6 @@ mod tests {
         ma.0.set(true);
         assert_eq!(ring.pending_ahead(5), vec![mb]);
         assert_eq!(ring.pending_ahead(100).len(), 2, "at most the whole area");
-    }
-
-    #[test]
-    fn a_deferred_entry_is_written_back_before_its_blocks_are_reused() {
-        let mut ring = Ring::<TestMark>::new(6);
-        let (a, _) = ready(ring.try_reserve(6));
-        ring.complete(a, vec![], true);
-        // The writer that needs the blocks writes the pages in place; a
-        // second one meanwhile waits, as for an entry in flight.
-        assert_eq!(ring.try_reserve(2), Reserve::WriteBackFirst(a));
-        assert_eq!(ring.try_reserve(2), Reserve::WaitInFlight);
-        assert_eq!(ring.in_flight(), 1);
-        let data_file = mark(false);
-        ring.written_back(a, vec![data_file.clone()]);
-        // Then the usual rule: the data file's fsync first.
-        assert_eq!(
-            ring.try_reserve(2),
-            Reserve::SyncFirst(vec![data_file.clone()])
-        );
-        data_file.0.set(true);
-        assert_eq!(ready(ring.try_reserve(2)).1, 1);
-    }
-
-    #[test]
-    fn deferred_entries_ahead_are_claimed_once_oldest_first() {
-        let mut ring = Ring::<TestMark>::new(9);
-        let (a, _) = ready(ring.try_reserve(3)); // 1..=3
-        let (b, _) = ready(ring.try_reserve(3)); // 4..=6
-        let (c, _) = ready(ring.try_reserve(3)); // 7..=9, next = 10 → 1
-        ring.complete(a, vec![], true);
-        ring.complete(b, vec![], false);
-        ring.complete(c, vec![], true);
-        assert_eq!(ring.claim_deferred_ahead(3), vec![a]);
-        assert_eq!(
-            ring.claim_deferred_ahead(9),
-            vec![c],
-            "a is claimed already"
-        );
-        assert_eq!(ring.claim_deferred_ahead(9), Vec::<u64>::new());
-        ring.written_back(a, vec![]);
-        ring.written_back(c, vec![]);
-        assert_eq!(ring.in_flight(), 0);
-    }
-
-    #[test]
-    fn a_checkpoint_claims_the_entries_deferred_before_it_only() {
-        let mut ring = Ring::<TestMark>::new(9);
-        let (a, _) = ready(ring.try_reserve(3));
-        let (b, _) = ready(ring.try_reserve(3));
-        ring.complete(a, vec![], true);
-        ring.complete(b, vec![], true);
-        let limit = ring.next_ticket();
-        let (c, _) = ready(ring.try_reserve(3));
-        ring.complete(c, vec![], true);
-        // Another writer has a in hand; the checkpoint takes b, not c.
-        assert_eq!(ring.try_reserve(9), Reserve::WriteBackFirst(a));
-        assert_eq!(ring.claim_deferred_before(limit), vec![b]);
-        assert_eq!(ring.writing_back_before(limit), 2);
-        // The other writer's write-back fails: a is deferred again, and
-        // the checkpoint must take it too.
-        ring.write_back_failed(a);
-        assert!(ring.has_deferred_before(limit));
-        assert_eq!(ring.claim_deferred_before(limit), vec![a]);
-        ring.written_back(a, vec![]);
-        ring.written_back(b, vec![]);
-        assert!(!ring.has_deferred_before(limit));
-        assert_eq!(ring.writing_back_before(limit), 0);
-        assert!(ring.has_deferred_before(limit + 1), "c");
-    }
-
-    #[test]
-    #[should_panic(expected = "written back without being claimed")]
-    fn writing_back_an_unclaimed_entry_is_a_bug() {
-        let mut ring = Ring::<TestMark>::new(4);
-        let (a, _) = ready(ring.try_reserve(4));
-        ring.complete(a, vec![], true);
-        ring.written_back(a, vec![]);
     }
 
     #[test]

@@ -125,12 +125,6 @@ fn open_for_batches(fs: &dyn FileSystem, path: &Path, direct: bool) -> Result<Ba
     }
 }
 
-/// The shard's file opened without O_DIRECT, for reads of deferred pages
-/// that the page cache may hold.
-pub fn open_for_reads(fs: &dyn FileSystem, path: &Path) -> Result<Arc<dyn File>> {
-    fs.open(path, FileKind::DoubleWrite, OpenOptions::read_only())
-}
-
 /// `len` bytes aligned for O_DIRECT (at 4096), zeroed.
 pub struct AlignedBuf {
     bytes: Vec<u8>,
@@ -195,23 +189,12 @@ impl GroupSync {
     /// Call after a write to `file` returned: returns once that write is
     /// durable, and whether this caller ran the fsync.
     pub fn after_write(&self, file: &dyn File, who: Issuer) -> Result<bool> {
-        let mine = self.record_write();
+        let mine = {
+            let mut s = self.state.lock();
+            s.written += 1;
+            s.written
+        };
         self.sync_through(file, mine, who)
-    }
-
-    /// Call after a write to the file returned that needs no fsync yet;
-    /// returns its number.
-    pub fn record_write(&self) -> u64 {
-        let mut s = self.state.lock();
-        s.written += 1;
-        s.written
-    }
-
-    /// Returns once every write recorded so far is durable, and whether
-    /// this caller ran the fsync.
-    pub fn sync_all_written(&self, file: &dyn File, who: Issuer) -> Result<bool> {
-        let written = self.state.lock().written;
-        self.sync_through(file, written, who)
     }
 
     /// Returns once write `mine` is durable, and whether this caller ran

@@ -1,173 +1,146 @@
-//! The I/O of deferred in-place writes ([`super::super::deferred`]): reads
-//! of deferred pages from the area, and write-backs of a ring entry's
-//! pages when its slots are needed again.
+//! The I/O of deferred in-place writes ([`super::super::deferred`]): storing
+//! evicted pages in `dw/deferred`, reading them back, and writing them
+//! back (through the area, then in place) at a checkpoint.
 
-use super::{DoubleWrites, FileMark, ShardWriter};
-use crate::buffer::PageId;
+use super::{DoubleWrites, ShardWriter, DEFERRED_FILE};
+use crate::buffer::{PageCopy, PageId, PageWriteProtection};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
 use crate::page::{page_lsn, verify_page, PageState};
-use crate::protect::double_writes::deferred::Location;
-use crate::protect::double_writes::shard_file::AlignedBuf;
+use crate::protect::double_writes::area::{Shard, AREA_DIR};
+use crate::protect::double_writes::deferred::DeferredCopy;
+use crate::protect::double_writes::shard_file::shard_of;
 use std::sync::atomic::Ordering::Relaxed;
 
 impl DoubleWrites {
+    /// Stores the pages of `pages` that `deferred` marks in slots of the
+    /// deferred file; a page that gets no slot (the file is full) is marked
+    /// for its in-place write instead. Unfsynced: see the module's doc.
+    pub(super) fn store_deferred(
+        &self,
+        w: &ShardWriter,
+        pages: &[PageCopy],
+        deferred: &mut [bool],
+        who: Issuer,
+    ) -> Result<()> {
+        let wanted: Vec<usize> = (0..pages.len()).filter(|&i| deferred[i]).collect();
+        let slots = self.deferred.take_slots(wanted.len());
+        let mut stored: Vec<(u32, usize)> = Vec::with_capacity(wanted.len());
+        for (&i, slot) in wanted.iter().zip(slots) {
+            match slot {
+                Some(slot) => stored.push((slot, i)),
+                None => deferred[i] = false,
+            }
+        }
+        stored.sort_unstable();
+        let mut run_start = 0;
+        for k in 1..=stored.len() {
+            if k < stored.len() && stored[k].0 == stored[k - 1].0 + 1 {
+                continue;
+            }
+            let run = &stored[run_start..k];
+            let bufs: Vec<&[u8]> = run.iter().map(|&(_, i)| pages[i].bytes()).collect();
+            let offset = run[0].0 as u64 * self.page_size as u64;
+            if let Err(e) = self.deferred_file.write_vectored_at(&bufs, offset, who) {
+                self.deferred.give_back(stored.iter().map(|s| s.0));
+                return Err(e);
+            }
+            run_start = k;
+        }
+        let copies: Vec<(PageId, DeferredCopy)> = stored
+            .iter()
+            .map(|&(slot, i)| {
+                let lsn = page_lsn(pages[i].bytes());
+                (pages[i].id(), DeferredCopy { slot, lsn })
+            })
+            .collect();
+        let obsolete = self.deferred.publish(&copies);
+        w.stats.deferred.fetch_add(copies.len() as u64, Relaxed);
+        w.stats.obsolete.fetch_add(obsolete as u64, Relaxed);
+        Ok(())
+    }
+
     /// Reads page `id` into `buf` from its newest copy, if its in-place
-    /// write is deferred. A slot being reused under the reader shows as a
-    /// copy of another page or LSN: the lookup is tried again, and the page
-    /// is found in place once its write-back retired it.
+    /// write is deferred. A copy that does not match means its slot was
+    /// freed and reused under the reader: the lookup is tried again (and
+    /// finds the page in place once its write-back retired it).
     pub(super) fn read_deferred_page(
         &self,
         id: PageId,
         buf: &mut [u8],
         who: Issuer,
     ) -> Result<bool> {
-        let mut direct = false;
         loop {
-            let Some(at) = self.deferred.lookup(id) else {
+            let Some(copy) = self.deferred.lookup(id) else {
                 return Ok(false);
             };
-            let w = &self.shards[at.shard.number() as usize];
-            self.read_block(w, at.block, buf, direct, who)?;
-            if self.is_copy_of(buf, id, at) {
+            self.read_copy(copy, buf, who)?;
+            if self.is_copy_of(buf, id, copy) {
+                let w = &self.shards[shard_of(who).number() as usize];
                 w.stats.reads.fetch_add(1, Relaxed);
                 return Ok(true);
             }
-            if self.deferred.lookup(id) != Some(at) {
-                direct = false;
-                continue;
+            if self.deferred.lookup(id) == Some(copy) {
+                return Err(self.bad_copy(id, copy, "the page's newest version is unreadable"));
             }
-            if !direct {
-                // The page cache may hold what the slot held before an
-                // O_DIRECT write replaced it: read past it once.
-                direct = true;
-                continue;
-            }
-            return Err(Error::corruption(
-                at.shard.path(&self.dir),
-                format!("block {}", at.block),
-                format!(
-                    "the double-write copy of data file {} block {} (LSN {}) fails its checks: \
-                     the page's newest version is unreadable",
-                    id.file_id, id.block, at.lsn
-                ),
-            ));
         }
     }
 
-    fn is_copy_of(&self, buf: &[u8], id: PageId, at: Location) -> bool {
+    fn read_copy(&self, copy: DeferredCopy, buf: &mut [u8], who: Issuer) -> Result<()> {
+        let offset = copy.slot as u64 * self.page_size as u64;
+        self.deferred_file.read_exact_at(buf, offset, who)
+    }
+
+    fn is_copy_of(&self, buf: &[u8], id: PageId, copy: DeferredCopy) -> bool {
         matches!(
             verify_page(buf, self.settings.checksums, id.file_id, id.block),
             Ok(PageState::Valid)
-        ) && page_lsn(buf) == at.lsn
+        ) && page_lsn(buf) == copy.lsn
     }
 
-    /// Reads block `block` of `w`'s file, through the page cache or past it.
-    fn read_block(
-        &self,
-        w: &ShardWriter,
-        block: u32,
-        buf: &mut [u8],
-        direct: bool,
-        who: Issuer,
-    ) -> Result<()> {
-        let offset = block as u64 * self.page_size as u64;
-        if direct && w.direct {
-            let mut aligned = AlignedBuf::new(buf.len());
-            w.file.read_exact_at(aligned.as_mut_slice(), offset, who)?;
-            buf.copy_from_slice(aligned.as_slice());
-            Ok(())
-        } else {
-            w.reader.read_exact_at(buf, offset, who)
-        }
+    fn bad_copy(&self, id: PageId, copy: DeferredCopy, why: &str) -> Error {
+        Error::corruption(
+            self.dir.join(AREA_DIR).join(DEFERRED_FILE),
+            format!("slot {}", copy.slot),
+            format!(
+                "the deferred copy of data file {} block {} (LSN {}) fails its checks: {why}",
+                id.file_id, id.block, copy.lsn
+            ),
+        )
     }
 
-    /// Writes back the claimed entries of `w` in turn; on an error, gives
-    /// the ones not written back to the ring again. Returns the pages
-    /// written in place.
-    pub(super) fn write_back_claimed(
-        &self,
-        w: &ShardWriter,
-        entries: &[u64],
-        who: Issuer,
-    ) -> Result<usize> {
-        let mut done = 0;
-        for (i, &entry) in entries.iter().enumerate() {
-            match self.write_back_entry(w, entry, who) {
-                Ok(n) => done += n,
-                Err(e) => {
-                    let mut ring = w.ring.lock();
-                    for &left in &entries[i + 1..] {
-                        ring.write_back_failed(left);
-                    }
-                    drop(ring);
-                    w.ring_changed.notify_all();
-                    return Err(e);
-                }
-            }
-        }
-        Ok(done)
-    }
-
-    /// Writes back entry `entry` of `w`, claimed by a reservation in its
-    /// way.
-    pub(super) fn write_back(&self, w: &ShardWriter, entry: u64, who: Issuer) -> Result<()> {
-        self.write_back_claimed(w, &[entry], who).map(|_| ())
-    }
-
-    /// Writes the newest copies entry `entry` holds in place, then hands
-    /// the entry back to the ring with their data files' marks. On an
-    /// error the entry is deferred again, holding its pages.
-    fn write_back_entry(&self, w: &ShardWriter, entry: u64, who: Issuer) -> Result<usize> {
-        let (order, wb) = self.deferred.begin_write_back(w.shard, entry);
+    /// Writes every page deferred now in place, through the checkpointer's
+    /// shard (sorted, in batches of up to half the area, each fsynced once
+    /// before its in-place writes). The caller fsyncs the data files.
+    /// Returns the pages written back; on an error they stay deferred.
+    pub(super) fn write_back_deferred(&self, who: Issuer) -> Result<usize> {
+        let claimed = self.deferred.claim_all();
+        let w = &self.shards[Shard::Checkpointer.number() as usize];
         let written = (|| {
-            // The copies durable before their pages are overwritten in
-            // place: a torn in-place write is repaired from them.
-            if !wb.newest.is_empty() && w.group.sync_all_written(w.file.as_ref(), who)? {
-                w.stats.fsyncs.fetch_add(1, Relaxed);
-            }
-            let mut images = Vec::with_capacity(wb.newest.len());
-            for c in &wb.newest {
-                let mut image = vec![0u8; self.page_size];
-                self.read_block(w, c.at.block, &mut image, false, who)?;
-                if !self.is_copy_of(&image, c.id, c.at) {
-                    self.read_block(w, c.at.block, &mut image, true, who)?;
+            for chunk in claimed.pages.chunks(self.max_batch()) {
+                let mut images = Vec::with_capacity(chunk.len());
+                for &(id, copy) in chunk {
+                    let mut image = vec![0u8; self.page_size];
+                    self.read_copy(copy, &mut image, who)?;
+                    if !self.is_copy_of(&image, id, copy) {
+                        return Err(self.bad_copy(id, copy, "before its deferred in-place write"));
+                    }
+                    images.push((id, image));
                 }
-                if !self.is_copy_of(&image, c.id, c.at) {
-                    return Err(Error::corruption(
-                        w.shard.path(&self.dir),
-                        format!("block {}", c.at.block),
-                        format!(
-                            "the double-write copy of data file {} block {} (LSN {}) fails its \
-                             checks before its deferred in-place write",
-                            c.id.file_id, c.id.block, c.at.lsn
-                        ),
-                    ));
-                }
-                images.push((c.id, image));
+                let pages: Vec<(PageId, &[u8])> =
+                    images.iter().map(|(id, b)| (*id, b.as_slice())).collect();
+                self.write_through(w, &pages, who)?;
             }
-            images.sort_by_key(|p| p.0);
-            let pages: Vec<(PageId, &[u8])> =
-                images.iter().map(|(id, b)| (*id, b.as_slice())).collect();
-            self.files.write_in_place(&pages, who)?;
-            Ok(images.len())
+            Ok(claimed.pages.len())
         })();
         match written {
             Ok(n) => {
-                self.deferred.finish_write_back(&wb);
-                drop(order);
-                let marks: Vec<FileMark> = self.marks_of(wb.newest.iter().map(|c| c.id));
-                w.ring.lock().written_back(entry, marks);
-                w.ring_changed.notify_all();
+                self.deferred.finish(claimed);
                 w.stats.written_back.fetch_add(n as u64, Relaxed);
-                w.stats.obsolete.fetch_add(wb.obsolete as u64, Relaxed);
                 Ok(n)
             }
             Err(e) => {
-                self.deferred.undo_write_back(wb);
-                drop(order);
-                w.ring.lock().write_back_failed(entry);
-                w.ring_changed.notify_all();
+                self.deferred.unclaim(claimed);
                 Err(e)
             }
         }

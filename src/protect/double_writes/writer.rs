@@ -15,21 +15,21 @@
 //!    `after_in_place_writes`, which records each data file's durability
 //!    mark: the entry's blocks are reusable once those are durable.
 //!
-//! With `double_write_defer_in_place`, step 4 waits for the slots' reuse
-//! ([`super::deferred`]): the pool skips the in-place writes of pages this
-//! returns as deferred, reads them from the area meanwhile, and the writer
-//! that needs their blocks (or the syncer ahead of it) writes them in
-//! place, unless a newer copy made them obsolete.
+//! With `double_write_defer_in_place`, pages the background writer or a
+//! client evicts skip all of this ([`super::deferred`]): they go to slots
+//! of `dw/deferred`, unfsynced; the pool skips their in-place writes and
+//! reads them from there meanwhile; the next checkpoint writes them through
+//! the checkpointer's shard and in place (`write_back.rs`).
 
 use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard};
-use super::deferred::{DeferredCopy, DeferredPages, Location};
+use super::deferred::DeferredPages;
 use super::ring::{Mark, Reserve, Ring};
 use super::shard_file::{self, shard_of, AlignedBuf, GroupSync};
 use super::stats::DoubleWriteStats;
 use crate::buffer::{DataFiles, PageCopy, PageId, PageWriteProtection, WriteTicket};
 use crate::error::{Error, Result};
 use crate::file::segmented::{DurabilityMark, SegmentedFile};
-use crate::file::{File, FileSystem, Issuer};
+use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::options::Options;
 use crate::page::page_lsn;
 use crate::settings::ChecksumAlgorithm;
@@ -73,13 +73,16 @@ pub struct ShardStats {
     /// Data-file fsyncs the background syncer ran ahead of the writers
     /// (`double_write_sync_ahead`).
     pub syncs_ahead: AtomicU64,
-    /// Pages whose in-place write was deferred (`double_write_defer_in_place`).
+    /// Pages this writer stored in `dw/deferred` instead of writing them
+    /// (`double_write_defer_in_place`).
     pub deferred: AtomicU64,
-    /// Deferred pages written in place when their slots were needed.
+    /// Deferred pages this writer wrote back (in place, through the area).
     pub written_back: AtomicU64,
-    /// Deferred pages never written in place: a newer copy replaced them.
+    /// Deferred copies this writer's writes made obsolete before their
+    /// write-back (a newer copy, or the page written in place).
     pub obsolete: AtomicU64,
-    /// Pages the pool read from this shard instead of their data file.
+    /// Pages this writer's reads found in `dw/deferred` instead of their
+    /// data file.
     pub reads: AtomicU64,
 }
 
@@ -99,9 +102,6 @@ impl Mark for FileMark {
 struct ShardWriter {
     shard: Shard,
     file: Arc<dyn File>,
-    /// The same file without O_DIRECT, for reads of deferred pages: the
-    /// page cache may hold them.
-    reader: Arc<dyn File>,
     /// Opened with O_DIRECT: a write goes from an aligned copy.
     direct: bool,
     ring: Mutex<Ring<FileMark>>,
@@ -123,8 +123,16 @@ pub struct DoubleWrites {
     next_batch_seq: AtomicU64,
     /// Indexed by [`Shard::number`].
     shards: Vec<ShardWriter>,
+    /// `dw/deferred`, the slots of deferred pages (never fsynced).
+    deferred_file: Arc<dyn File>,
     deferred: DeferredPages,
 }
+
+/// The file of deferred pages, under the database directory.
+pub const DEFERRED_FILE: &str = "deferred";
+
+/// A ticket's entry when no page went through the area.
+const NO_ENTRY: u64 = u64::MAX;
 
 /// A ticket's entry: the shard in the top byte, the ring's entry below.
 fn ticket_of(shard: Shard, entry: u64) -> u64 {
@@ -202,15 +210,10 @@ impl DoubleWrites {
                 shard,
                 system_id,
             };
-            // Deferred pages are read back from the area: through the page
-            // cache, which O_DIRECT writes would leave empty.
-            let direct = !settings.defer_in_place;
-            let opened = shard_file::open_or_create(fs, dir, &header, direct, Issuer::Recovery)?;
-            let reader = shard_file::open_for_reads(fs, &shard.path(dir))?;
+            let opened = shard_file::open_or_create(fs, dir, &header, true, Issuer::Recovery)?;
             shards.push(ShardWriter {
                 shard,
                 file: opened.file,
-                reader,
                 direct: opened.direct,
                 ring: Mutex::new(Ring::new(settings.area_blocks)),
                 ring_changed: Condvar::new(),
@@ -218,6 +221,14 @@ impl DoubleWrites {
                 stats: stats.shard_handle(shard),
             });
         }
+        // What an earlier opening deferred is in its data files or the WAL
+        // (recovery never reads this file): start empty.
+        let deferred_file = fs.open(
+            &dir.join(super::area::AREA_DIR).join(DEFERRED_FILE),
+            FileKind::DoubleWrite,
+            OpenOptions::create(),
+        )?;
+        deferred_file.set_len(0, Issuer::Recovery)?;
         Ok(DoubleWrites {
             dir: dir.to_path_buf(),
             files,
@@ -225,7 +236,8 @@ impl DoubleWrites {
             settings,
             next_batch_seq: AtomicU64::new(first_batch_seq.max(1)),
             shards,
-            deferred: DeferredPages::default(),
+            deferred_file,
+            deferred: DeferredPages::new(settings.area_blocks),
         })
     }
 
@@ -259,42 +271,31 @@ impl DoubleWrites {
                     sync_files(&marks, who, &w.stats.slot_syncs)?;
                     ring = w.ring.lock();
                 }
-                Reserve::WriteBackFirst(entry) => {
-                    drop(ring);
-                    self.write_back(w, entry, who)?;
-                    ring = w.ring.lock();
-                }
             }
         }
     }
 
     /// Writes `pages` as batches at block `start` of `w`'s file, in one
     /// vectored write, and waits for an fsync covering it.
-    /// Returns each page's block. Without `sync`, returns before the write
-    /// is durable (every page deferred: nothing goes in place before a
-    /// write-back fsyncs the shard).
     fn write_batches(
         &self,
         w: &ShardWriter,
         start: u32,
-        pages: &[PageCopy],
-        sync: bool,
+        pages: &[(PageId, &[u8])],
         who: Issuer,
-    ) -> Result<Vec<u32>> {
+    ) -> Result<()> {
         let metas: Vec<BatchPage<'_>> = pages
             .iter()
-            .map(|c| BatchPage {
-                file_id: c.id().file_id,
-                block: c.id().block,
-                lsn: page_lsn(c.bytes()),
-                image: c.bytes(),
+            .map(|&(id, image)| BatchPage {
+                file_id: id.file_id,
+                block: id.block,
+                lsn: page_lsn(image),
+                image,
             })
             .collect();
         let mut headers = Vec::new();
-        let mut blocks = Vec::with_capacity(pages.len());
         let mut position = start;
         for batch in metas.chunks(self.settings.batch_pages) {
-            blocks.extend((0..batch.len() as u32).map(|i| position + 1 + i));
             let seq = self.next_batch_seq.fetch_add(1, Relaxed);
             headers.push(encode_batch_header(
                 w.shard,
@@ -327,20 +328,33 @@ impl DoubleWrites {
         w.stats.writes.fetch_add(1, Relaxed);
         w.stats.batches.fetch_add(headers.len() as u64, Relaxed);
         w.stats.pages.fetch_add(pages.len() as u64, Relaxed);
-        if !sync {
-            w.group.record_write();
-        } else if w.group.after_write(w.file.as_ref(), who)? {
+        if w.group.after_write(w.file.as_ref(), who)? {
             w.stats.fsyncs.fetch_add(1, Relaxed);
         }
-        Ok(blocks)
+        Ok(())
     }
 
-    fn complete(&self, ticket: u64, marks: Vec<FileMark>, deferred: bool) {
+    fn complete(&self, ticket: u64, marks: Vec<FileMark>) {
         let w = &self.shards[(ticket >> 56) as usize];
-        w.ring
-            .lock()
-            .complete(ticket & ((1 << 56) - 1), marks, deferred);
+        w.ring.lock().complete(ticket & ((1 << 56) - 1), marks);
         w.ring_changed.notify_all();
+    }
+
+    /// Writes `pages` through `w`'s shard, then in place: a reservation, the
+    /// batches (fsynced), the in-place writes, and the entry completed with
+    /// their data files' marks.
+    fn write_through(&self, w: &ShardWriter, pages: &[(PageId, &[u8])], who: Issuer) -> Result<()> {
+        let (entry, start) = self.reserve(w, pages.len(), who)?;
+        let ticket = ticket_of(w.shard, entry);
+        if let Err(e) = self.write_batches(w, start, pages, who) {
+            // Nothing goes in place: the entry holds nothing relied on.
+            self.complete(ticket, Vec::new());
+            return Err(e);
+        }
+        let written = self.files.write_in_place(pages, who);
+        // A failed write may still have changed the OS cache.
+        self.complete(ticket, self.marks_of(pages.iter().map(|p| p.0)));
+        written
     }
 
     /// Which of `pages` wait for their slots' reuse to go in place: none
@@ -379,50 +393,33 @@ impl DoubleWrites {
 
 impl PageWriteProtection for DoubleWrites {
     fn before_in_place_writes(&self, pages: &[PageCopy], who: Issuer) -> Result<WriteTicket> {
-        let deferred = self.to_defer(pages, who)?;
         let w = &self.shards[shard_of(who).number() as usize];
-        let (entry, start) = self.reserve(w, pages.len(), who)?;
-        let ticket = ticket_of(w.shard, entry);
-        // A batch whose pages all wait for a write-back needs no fsync
-        // now: until one, each page's data file holds an intact older
-        // version that redo brings forward (the WAL is flushed past every
-        // copy), and a write-back fsyncs the shard before its in-place
-        // writes.
-        let sync = !deferred.iter().all(|&d| d) || deferred.is_empty();
-        let blocks = match self.write_batches(w, start, pages, sync, who) {
-            Ok(blocks) => blocks,
-            Err(e) => {
-                // Nothing goes in place: the entry holds nothing relied on.
-                self.complete(ticket, Vec::new(), false);
-                return Err(e);
-            }
-        };
-        let copies: Vec<DeferredCopy> = pages
+        let mut deferred = self.to_defer(pages, who)?;
+        if deferred.iter().any(|&d| d) {
+            self.store_deferred(w, pages, &mut deferred, who)?;
+        }
+        let in_place: Vec<(PageId, &[u8])> = pages
             .iter()
-            .zip(&blocks)
-            .zip(&deferred)
-            .filter(|(_, &defer)| defer)
-            .map(|((c, &block), _)| DeferredCopy {
-                id: c.id(),
-                at: Location {
-                    shard: w.shard,
-                    block,
-                    lsn: page_lsn(c.bytes()),
-                },
-            })
+            .enumerate()
+            .filter(|&(i, _)| !deferred.get(i).copied().unwrap_or(false))
+            .map(|(_, c)| (c.id(), c.bytes()))
             .collect();
-        // Written in place from a newer version than any deferred copy.
-        self.deferred.supersede(
-            pages
-                .iter()
-                .enumerate()
-                .filter(|&(i, _)| !deferred.get(i).copied().unwrap_or(false))
-                .map(|(_, c)| c.id()),
-        );
-        if !copies.is_empty() {
-            w.stats.deferred.fetch_add(copies.len() as u64, Relaxed);
-            // Durable now: from here on the copy is the page's newest version.
-            self.deferred.defer(w.shard, entry, copies);
+        // Written in place from a newer version than any deferred copy;
+        // before the reservation, as it may wait out a write-back.
+        let dropped = self.deferred.supersede(in_place.iter().map(|p| p.0));
+        w.stats.obsolete.fetch_add(dropped as u64, Relaxed);
+        if in_place.is_empty() {
+            return Ok(WriteTicket {
+                entry: NO_ENTRY,
+                deferred,
+            });
+        }
+        let (entry, start) = self.reserve(w, in_place.len(), who)?;
+        let ticket = ticket_of(w.shard, entry);
+        if let Err(e) = self.write_batches(w, start, &in_place, who) {
+            // Nothing goes in place: the entry holds nothing relied on.
+            self.complete(ticket, Vec::new());
+            return Err(e);
         }
         Ok(WriteTicket {
             entry: ticket,
@@ -431,14 +428,16 @@ impl PageWriteProtection for DoubleWrites {
     }
 
     fn after_in_place_writes(&self, ticket: WriteTicket, pages: &[PageCopy]) {
+        if ticket.entry == NO_ENTRY {
+            return;
+        }
         let in_place = pages
             .iter()
             .enumerate()
             .filter(|&(i, _)| ticket.in_place(i))
             .map(|(_, c)| c.id());
         let marks = self.marks_of(in_place);
-        let deferred = ticket.deferred.iter().any(|&d| d);
-        self.complete(ticket.entry, marks, deferred);
+        self.complete(ticket.entry, marks);
     }
 
     fn eviction_batch(&self) -> usize {
@@ -452,14 +451,6 @@ impl PageWriteProtection for DoubleWrites {
     fn sync_ahead(&self, who: Issuer) -> Result<usize> {
         let mut done = 0;
         for w in &self.shards {
-            // Deferred pages go in place a quarter of the area ahead of the
-            // writers: late enough that many were made obsolete, early
-            // enough that their data files' fsync is done before the reuse.
-            let claimed = w
-                .ring
-                .lock()
-                .claim_deferred_ahead(self.settings.area_blocks / 4);
-            self.write_back_claimed(w, &claimed, who)?;
             let window = self.settings.area_blocks / 2;
             let marks = w.ring.lock().pending_ahead(window);
             done += sync_files(&marks, who, &w.stats.syncs_ahead)?;
@@ -476,26 +467,7 @@ impl PageWriteProtection for DoubleWrites {
     }
 
     fn write_back_all(&self, who: Issuer) -> Result<usize> {
-        let mut done = 0;
-        for w in &self.shards {
-            // Every entry deferred so far; later ones hold pages changed
-            // after the caller's redo point. Those another writer is
-            // writing back are waited for (in place before the caller's
-            // fsyncs), and claimed again if that write-back failed.
-            let limit = w.ring.lock().next_ticket();
-            loop {
-                let claimed = w.ring.lock().claim_deferred_before(limit);
-                done += self.write_back_claimed(w, &claimed, who)?;
-                let mut ring = w.ring.lock();
-                while ring.writing_back_before(limit) > 0 {
-                    w.ring_changed.wait(&mut ring);
-                }
-                if claimed.is_empty() && !ring.has_deferred_before(limit) {
-                    break;
-                }
-            }
-        }
-        Ok(done)
+        self.write_back_deferred(who)
     }
 
     fn forget_file(&self, file_id: u32) {

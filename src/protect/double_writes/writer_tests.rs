@@ -247,48 +247,46 @@ fn lsn_read(s: &Setup, block: u32) -> Option<u64> {
 }
 
 #[test]
-fn deferred_pages_are_read_from_the_area_and_go_in_place_at_reuse() {
-    // Four blocks: two one-page batches fill the area.
-    let s = setup_with(4, 8, true);
+fn deferred_pages_are_read_from_their_file_and_go_in_place_at_a_checkpoint() {
+    let s = setup_with(8, 8, true);
     // A page whose file has no segment yet goes in place at once.
     write(&s, &[page(7, 5, 1)], Issuer::Client);
     assert_eq!(lsn_in_place(&s, 5), Some(1));
     let stats = s.dw.stats(Shard::ClientEvictions);
     assert_eq!(stats.deferred.load(Relaxed), 0);
-    // Now the segment exists: page 0 is deferred, served from the area.
-    write(&s, &[page(7, 0, 50)], Issuer::Client);
-    assert_eq!(lsn_in_place(&s, 0), None, "deferred, not in place");
-    assert_eq!(lsn_read(&s, 0), Some(50), "served from the area");
-    // Page 1, then a newer copy of it, which needs page 0's blocks: page 0
-    // goes in place first.
-    write(&s, &[page(7, 1, 100)], Issuer::Client);
-    write(&s, &[page(7, 1, 200)], Issuer::Client);
-    assert_eq!(stats.written_back.load(Relaxed), 1);
-    assert_eq!(lsn_in_place(&s, 0), Some(50));
-    assert_eq!(lsn_read(&s, 0), None, "in place now: read the data file");
+    let area_pages = stats.pages.load(Relaxed);
+    // Now the segment exists: pages 0 and 1 are deferred, served from
+    // dw/deferred, and neither written in place nor to the area.
+    write(&s, &[page(7, 0, 50), page(7, 1, 100)], Issuer::Client);
+    assert_eq!((lsn_in_place(&s, 0), lsn_in_place(&s, 1)), (None, None));
+    assert_eq!((lsn_read(&s, 0), lsn_read(&s, 1)), (Some(50), Some(100)));
+    assert_eq!(stats.pages.load(Relaxed), area_pages, "not in the area");
+    // A newer copy of page 1 makes the older one obsolete.
+    write(&s, &[page(7, 1, 200)], Issuer::BackgroundWriter);
     assert_eq!(lsn_read(&s, 1), Some(200));
-    // Page 1's first copy is reused without ever going in place.
-    write(&s, &[page(7, 2, 300)], Issuer::Client);
+    let bgwriter = s.dw.stats(Shard::BackgroundWriter);
+    assert_eq!(bgwriter.obsolete.load(Relaxed), 1);
     assert_eq!(
-        (
-            stats.written_back.load(Relaxed),
-            stats.obsolete.load(Relaxed)
-        ),
-        (1, 1)
+        stats.deferred.load(Relaxed) + bgwriter.deferred.load(Relaxed),
+        3
     );
-    assert_eq!(lsn_in_place(&s, 1), None);
-    // The next reuse writes page 1's newest copy in place.
-    write(&s, &[page(7, 3, 400)], Issuer::Client);
-    assert_eq!(lsn_in_place(&s, 1), Some(200));
-    assert_eq!(lsn_read(&s, 1), None);
-    assert_eq!(stats.deferred.load(Relaxed), 5);
-    assert!(stats.reads.load(Relaxed) >= 2);
-    // A shutdown writes every deferred page in place.
+    assert!(stats.reads.load(Relaxed) >= 3);
+    // A checkpoint writes every deferred page through its shard, then in
+    // place; reads go to the data file again.
     assert_eq!(s.dw.write_back_all(Issuer::Checkpointer).unwrap(), 2);
     assert_eq!(
-        (lsn_in_place(&s, 2), lsn_in_place(&s, 3)),
-        (Some(300), Some(400))
+        (lsn_in_place(&s, 0), lsn_in_place(&s, 1)),
+        (Some(50), Some(200))
     );
+    assert_eq!((lsn_read(&s, 0), lsn_read(&s, 1)), (None, None));
+    let checkpointer = s.dw.stats(Shard::Checkpointer);
+    assert_eq!(checkpointer.written_back.load(Relaxed), 2);
+    let lsns: Vec<u64> = scan(&s, Shard::Checkpointer)
+        .copies
+        .iter()
+        .map(|c| c.lsn.0)
+        .collect();
+    assert_eq!(lsns, vec![50, 200], "through the area first");
     assert_eq!(s.dw.write_back_all(Issuer::Checkpointer).unwrap(), 0);
 }
 
@@ -305,17 +303,24 @@ fn deferring_with_file_7() -> Setup {
 }
 
 #[test]
-fn the_syncer_writes_deferred_pages_back_ahead_of_the_writers() {
+fn a_full_deferred_file_sends_pages_in_place_through_the_area() {
+    // The deferred file holds as many pages as a shard's area: 8.
     let s = deferring_with_file_7();
-    for (i, block) in (1..=4).enumerate() {
-        write(&s, &[page(7, block, 100 + i as u64)], Issuer::Client);
-    }
-    // The area is full; the next quarter (blocks 1, 2) holds page 1.
-    assert!(s.dw.sync_ahead(Issuer::BackgroundWriter).unwrap() >= 1);
-    assert_eq!(lsn_in_place(&s, 1), Some(100));
+    let pages: Vec<PageCopy> = (1..=10).map(|b| page(7, b, 100 + b as u64)).collect();
+    write(&s, &pages, Issuer::Client);
     let stats = s.dw.stats(Shard::ClientEvictions);
-    write(&s, &[page(7, 5, 200)], Issuer::Client);
-    assert_eq!(stats.slot_syncs.load(Relaxed), 0, "done ahead");
+    assert_eq!(stats.deferred.load(Relaxed), 8);
+    assert_eq!(stats.pages.load(Relaxed), 2, "the two without a slot");
+    assert_eq!(
+        (lsn_in_place(&s, 9), lsn_in_place(&s, 10)),
+        (Some(109), Some(110))
+    );
+    assert_eq!((lsn_in_place(&s, 1), lsn_read(&s, 1)), (None, Some(101)));
+    // A slot freed by a write-back is handed out again.
+    s.dw.write_back_all(Issuer::Checkpointer).unwrap();
+    write(&s, &[page(7, 1, 300)], Issuer::Client);
+    assert_eq!(lsn_read(&s, 1), Some(300));
+    assert_eq!(lsn_in_place(&s, 1), Some(101));
 }
 
 #[test]
