@@ -145,10 +145,11 @@ impl BufferPool {
         let file = self.files.get(id.file_id)?;
         self.stats.reads.fetch_add(1, Relaxed);
         let recovery = self.recovery.load(Acquire);
-        // A page whose in-place write is deferred is read from its copy.
-        let read = if self.defers_in_place.load(Relaxed)
-            && self.page_write_protection().read_deferred(id, buf, who)?
-        {
+        // A page whose in-place write is deferred is read from its copy,
+        // which the protection has checked (checksum, file, block, LSN).
+        let deferred = self.defers_in_place.load(Relaxed)
+            && self.page_write_protection().read_deferred(id, buf, who)?;
+        let read = if deferred {
             Ok(PageRead::Whole)
         } else {
             file.try_read_page(id.block as u64, buf, who)
@@ -187,15 +188,17 @@ impl BufferPool {
                 "block lies beyond the end of the file",
             ));
         }
-        let checked =
-            verify_page(buf, self.checksums, id.file_id, id.block).and_then(|state| {
-                match (state, self.validator) {
-                    (PageState::Valid, Some(validate)) => {
-                        validate(buf).map(|()| state).map_err(PageError::BadHeader)
-                    }
-                    _ => Ok(state),
-                }
-            });
+        let verified = if deferred {
+            Ok(PageState::Valid)
+        } else {
+            verify_page(buf, self.checksums, id.file_id, id.block)
+        };
+        let checked = verified.and_then(|state| match (state, self.validator) {
+            (PageState::Valid, Some(validate)) => {
+                validate(buf).map(|()| state).map_err(PageError::BadHeader)
+            }
+            _ => Ok(state),
+        });
         if matches!(checked, Err(PageError::Checksum { .. })) {
             self.stats.checksum_failures.fetch_add(1, Relaxed);
         }

@@ -113,7 +113,8 @@ pub trait PageWriteProtection: Send + Sync {
     }
 
     /// Reads page `id` into `buf` if the protection holds its newest
-    /// version (a deferred in-place write); false: read the data file.
+    /// version (a deferred in-place write), checked as `verify_page` would
+    /// (the pool does not check it again); false: read the data file.
     fn read_deferred(&self, _id: PageId, _buf: &mut [u8], _who: Issuer) -> Result<bool> {
         Ok(false)
     }
