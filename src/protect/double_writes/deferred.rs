@@ -19,10 +19,12 @@
 //! "Deferred pages in a file of their own"): the ring put each eviction
 //! at a new offset, so the page cache held every eviction as a distinct
 //! dirty page and the shard's fsync before a write-back wrote them all to
-//! the disk (five times `off`'s bytes). Here a page evicted again takes a
-//! freed slot (the free list is last in, first out), so the file's dirty
-//! pages stay about as many as the pages deferred, and overwrite each
-//! other in the page cache as in-place writes do under `off`.
+//! the disk (five times `off`'s bytes). Here a page evicted again takes the
+//! lowest free slot, so the file's dirty pages stay about as many as the
+//! pages deferred and overwrite each other in the page cache as in-place
+//! writes do under `off`; and since a checkpoint frees every slot at once,
+//! the batches after it take consecutive slots from the file's start (one
+//! sequential write each, as a disk head likes).
 //!
 //! Invariants:
 //! - A page is deferred only where its segment file exists, so a file
@@ -38,7 +40,7 @@
 use crate::buffer::PageId;
 use crate::lsn::Lsn;
 use parking_lot::{Mutex, MutexGuard};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// A deferred page's newest copy in the deferred file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,15 +56,15 @@ struct Slots {
     live: HashMap<PageId, DeferredCopy>,
     /// Claimed by the write-back in progress.
     writing_back: HashMap<PageId, DeferredCopy>,
-    /// Freed slots, reused last freed first.
-    free: Vec<u32>,
+    /// Freed slots, reused lowest first.
+    free: BTreeSet<u32>,
     /// Slots `0..used` were handed out at least once.
     used: u32,
 }
 
 impl Slots {
     fn take(&mut self, capacity: u32) -> Option<u32> {
-        if let Some(slot) = self.free.pop() {
+        if let Some(slot) = self.free.pop_first() {
             return Some(slot);
         }
         (self.used < capacity).then(|| {
@@ -74,7 +76,7 @@ impl Slots {
 
 /// The deferred pages of one opening, and the slots of their file.
 pub struct DeferredPages {
-    /// The most slots the file may have (`double_write_buffer_size`).
+    /// The most slots the file may have (`AreaSettings::deferred_slots`).
     capacity: u32,
     slots: Mutex<Slots>,
     order: Mutex<()>,
@@ -117,7 +119,7 @@ impl DeferredPages {
         let mut obsolete = 0;
         for &(id, copy) in stored {
             if let Some(old) = s.live.insert(id, copy) {
-                s.free.push(old.slot);
+                s.free.insert(old.slot);
                 obsolete += 1;
             }
         }
@@ -145,7 +147,7 @@ impl DeferredPages {
         let mut dropped = 0;
         for id in ids {
             if let Some(old) = s.live.remove(&id) {
-                s.free.push(old.slot);
+                s.free.insert(old.slot);
                 dropped += 1;
             }
         }
@@ -195,7 +197,7 @@ impl DeferredPages {
         let mut s = self.slots.lock();
         for (id, _) in &claimed.pages {
             if let Some(c) = s.writing_back.remove(id) {
-                s.free.push(c.slot);
+                s.free.insert(c.slot);
             }
         }
     }
@@ -209,7 +211,7 @@ impl DeferredPages {
                 continue;
             };
             if s.live.contains_key(id) {
-                s.free.push(c.slot);
+                s.free.insert(c.slot);
             } else {
                 s.live.insert(*id, c);
             }
@@ -265,6 +267,17 @@ mod tests {
         let c = store(&d, page(8), 30).unwrap();
         assert_eq!(c.slot, a.slot);
         assert_eq!((d.len(), d.slots_used()), (2, 2));
+    }
+
+    #[test]
+    fn after_a_write_back_slots_are_handed_out_from_the_start_in_order() {
+        let d = DeferredPages::new(16);
+        for (b, lsn) in [(5, 1), (1, 2), (9, 3), (1, 4)] {
+            store(&d, page(b), lsn).unwrap();
+        }
+        d.finish(d.claim_all());
+        // A batch of three takes consecutive slots: one sequential write.
+        assert_eq!(d.take_slots(3), vec![Some(0), Some(1), Some(2)]);
     }
 
     #[test]

@@ -47,9 +47,12 @@ pub struct AreaSettings {
     pub batch_pages: usize,
     /// Pages a client that must write a dirty victim writes at once.
     pub eviction_pages: usize,
-    /// `double_write_defer_in_place`: in-place writes wait for the slots'
-    /// reuse.
+    /// `double_write_defer_in_place`: evicted pages wait in `dw/deferred`
+    /// for the next checkpoint.
     pub defer_in_place: bool,
+    /// The most pages `dw/deferred` holds: `DEFERRED_PER_AREA` times the
+    /// area's blocks.
+    pub deferred_slots: u32,
     /// The database's page checksums (reads from the area check them).
     pub checksums: ChecksumAlgorithm,
 }
@@ -131,6 +134,13 @@ pub struct DoubleWrites {
 /// The file of deferred pages, under the database directory.
 pub const DEFERRED_FILE: &str = "deferred";
 
+/// `dw/deferred` holds up to this many times a shard's area: it needs no
+/// preallocation and is never fsynced, and it must hold every page evicted
+/// between two checkpoints (at ten times the default job's data, 64 MB
+/// was too small: evictions went through the area again, at 0.69x of
+/// `off`).
+pub const DEFERRED_PER_AREA: u32 = 16;
+
 /// A ticket's entry when no page went through the area.
 const NO_ENTRY: u64 = u64::MAX;
 
@@ -176,6 +186,7 @@ impl AreaSettings {
         }
         Ok(AreaSettings {
             area_blocks: pages as u32,
+            deferred_slots: (pages as u32).saturating_mul(DEFERRED_PER_AREA),
             batch_pages: batch,
             eviction_pages: eviction,
             defer_in_place: options.double_write_defer_in_place,
@@ -237,7 +248,7 @@ impl DoubleWrites {
             next_batch_seq: AtomicU64::new(first_batch_seq.max(1)),
             shards,
             deferred_file,
-            deferred: DeferredPages::new(settings.area_blocks),
+            deferred: DeferredPages::new(settings.deferred_slots),
         })
     }
 

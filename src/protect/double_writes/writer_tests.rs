@@ -29,6 +29,7 @@ fn area(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> AreaSetti
         batch_pages,
         eviction_pages: 32,
         defer_in_place,
+        deferred_slots: area_blocks,
         checksums: ChecksumAlgorithm::Crc32c,
     }
 }
@@ -198,7 +199,10 @@ fn sizes_out_of_range_are_refused_by_name() {
     o.double_write_batch_pages = 169;
     assert_eq!(
         AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c).unwrap(),
-        area(4096, 169, true)
+        AreaSettings {
+            deferred_slots: 4096 * DEFERRED_PER_AREA,
+            ..area(4096, 169, true)
+        }
     );
     o.double_write_eviction_pages = 0;
     let e = AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c)
@@ -304,7 +308,7 @@ fn deferring_with_file_7() -> Setup {
 
 #[test]
 fn a_full_deferred_file_sends_pages_in_place_through_the_area() {
-    // The deferred file holds as many pages as a shard's area: 8.
+    // Here the deferred file holds as many pages as a shard's area: 8.
     let s = deferring_with_file_7();
     let pages: Vec<PageCopy> = (1..=10).map(|b| page(7, b, 100 + b as u64)).collect();
     write(&s, &pages, Issuer::Client);
