@@ -141,6 +141,16 @@ impl AlignedBuf {
         AlignedBuf { bytes, start, len }
     }
 
+    /// Makes the buffer `len` bytes long, keeping its memory where it is
+    /// large enough (the bytes are then whatever they were).
+    pub fn resize(&mut self, len: usize) {
+        if self.bytes.len() - self.start >= len {
+            self.len = len;
+        } else {
+            *self = AlignedBuf::new(len);
+        }
+    }
+
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.bytes[self.start..self.start + self.len]
     }

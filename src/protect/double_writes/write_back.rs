@@ -116,23 +116,28 @@ impl DoubleWrites {
     pub(super) fn write_back_deferred(&self, who: Issuer) -> Result<usize> {
         let claimed = self.deferred.claim_all();
         let w = &self.shards[Shard::Checkpointer.number() as usize];
+        let ps = self.page_size;
+        let mut images = self.write_back_images.lock();
         let written = (|| {
             for chunk in claimed.pages.chunks(self.max_batch()) {
-                let mut images = Vec::with_capacity(chunk.len());
-                for &(id, copy) in chunk {
-                    let mut image = vec![0u8; self.page_size];
-                    self.read_copy(copy, &mut image, who)?;
-                    if !self.is_copy_of(&image, id, copy) {
+                images.resize(chunk.len() * ps, 0);
+                for (&(id, copy), image) in chunk.iter().zip(images.chunks_exact_mut(ps)) {
+                    self.read_copy(copy, image, who)?;
+                    if !self.is_copy_of(image, id, copy) {
                         return Err(self.bad_copy(id, copy, "before its deferred in-place write"));
                     }
-                    images.push((id, image));
                 }
-                let pages: Vec<(PageId, &[u8])> =
-                    images.iter().map(|(id, b)| (*id, b.as_slice())).collect();
+                // Sorted by page, as claimed.
+                let pages: Vec<(PageId, &[u8])> = chunk
+                    .iter()
+                    .zip(images.chunks_exact(ps))
+                    .map(|(&(id, _), image)| (id, image))
+                    .collect();
                 self.write_through(w, &pages, who)?;
             }
             Ok(claimed.pages.len())
         })();
+        drop(images);
         match written {
             Ok(n) => {
                 self.deferred.finish(claimed);

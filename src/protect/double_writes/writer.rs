@@ -110,6 +110,9 @@ struct ShardWriter {
     ring: Mutex<Ring<FileMark>>,
     ring_changed: Condvar,
     group: GroupSync,
+    /// The aligned copy of an O_DIRECT write, kept between writes: fresh
+    /// memory costs page faults and zeroing on every batch.
+    aligned: Mutex<AlignedBuf>,
     /// The shard's part of the opening's [`DoubleWriteStats`].
     stats: Arc<ShardStats>,
 }
@@ -129,6 +132,9 @@ pub struct DoubleWrites {
     /// `dw/deferred`, the slots of deferred pages (never fsynced).
     deferred_file: Arc<dyn File>,
     deferred: DeferredPages,
+    /// The images of a write-back read back from `dw/deferred`, kept
+    /// between checkpoints (write-backs run one at a time).
+    write_back_images: Mutex<Vec<u8>>,
 }
 
 /// The file of deferred pages, under the database directory.
@@ -229,6 +235,7 @@ impl DoubleWrites {
                 ring: Mutex::new(Ring::new(settings.area_blocks)),
                 ring_changed: Condvar::new(),
                 group: GroupSync::default(),
+                aligned: Mutex::new(AlignedBuf::new(0)),
                 stats: stats.shard_handle(shard),
             });
         }
@@ -249,6 +256,7 @@ impl DoubleWrites {
             shards,
             deferred_file,
             deferred: DeferredPages::new(settings.deferred_slots),
+            write_back_images: Mutex::new(Vec::new()),
         })
     }
 
@@ -325,8 +333,21 @@ impl DoubleWrites {
         let offset = start as u64 * self.page_size as u64;
         if w.direct {
             // O_DIRECT wants aligned memory: one copy of the batches (the
-            // page cache would have taken one too).
-            let mut aligned = AlignedBuf::new(bufs.iter().map(|b| b.len()).sum());
+            // page cache would have taken one too), into the shard's buffer
+            // unless another writer of the shard holds it.
+            let total = bufs.iter().map(|b| b.len()).sum();
+            let mut own;
+            let mut shared = w.aligned.try_lock();
+            let aligned: &mut AlignedBuf = match shared.as_mut() {
+                Some(buf) => {
+                    buf.resize(total);
+                    buf
+                }
+                None => {
+                    own = AlignedBuf::new(total);
+                    &mut own
+                }
+            };
             let mut at = 0;
             for b in &bufs {
                 aligned.as_mut_slice()[at..at + b.len()].copy_from_slice(b);
