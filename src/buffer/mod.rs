@@ -119,11 +119,22 @@ pub trait PageWriteProtection: Send + Sync {
         Ok(false)
     }
 
-    /// Writes every deferred page in place (a shutdown checkpoint, before
-    /// its data-file fsyncs, so the data files alone hold the database).
-    /// Returns the pages written.
-    fn write_back_all(&self, _who: Issuer) -> Result<usize> {
+    /// Pages whose in-place write is deferred now.
+    fn deferred_pages(&self) -> usize {
+        0
+    }
+
+    /// Writes every deferred page in place, before the checkpoint's
+    /// data-file fsyncs, calling `progress` with the pages written so far
+    /// after each batch (where a spread checkpoint naps). Returns the pages
+    /// written.
+    fn write_back_paced(&self, _who: Issuer, _progress: &mut dyn FnMut(usize)) -> Result<usize> {
         Ok(0)
+    }
+
+    /// [`Self::write_back_paced`] at full speed (a switch of mode, a test).
+    fn write_back_all(&self, who: Issuer) -> Result<usize> {
+        self.write_back_paced(who, &mut |_| {})
     }
 
     /// File `file_id` was dropped: its deferred pages are never written.

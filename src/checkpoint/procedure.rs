@@ -86,9 +86,12 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
         None if sort => quarter.min(SORTED_BATCH),
         None => 1,
     };
-    // Work units: pages to write, then files to fsync (the open files
+    // Work units: pages to write, deferred pages to write back (those
+    // deferred now; more may come), then files to fsync (the open files
     // now, a close bound: a file first opened meanwhile adds one).
-    let units_n = (pages.len() + engine.pool.files().open_count()).max(1);
+    let protection = engine.pool.page_write_protection();
+    let deferred = protection.deferred_pages();
+    let units_n = (pages.len() + deferred + engine.pool.files().open_count()).max(1);
     let units = units_n as f64;
     state.set_progress(0, units_n);
     let flush_after = engine.options.checkpoint_flush_after as usize;
@@ -115,17 +118,21 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
     // Evicted pages whose in-place write was deferred go in place now,
     // made durable by the fsyncs below: recovery restores only copies at or
     // above the redo point, so below it the data files must hold every page.
-    engine
-        .pool
-        .page_write_protection()
-        .write_back_all(Issuer::Checkpointer)?;
+    // Paced like the pool's pages: at full speed they were a burst of
+    // writes at the checkpoint's end.
+    protection.write_back_paced(Issuer::Checkpointer, &mut |n| {
+        let done = pages.len() + n.min(deferred);
+        state.set_progress(done, units_n);
+        schedule.pause(done as f64 / units);
+    })?;
     let writes_done = clock.now();
+    let before_syncs = pages.len() + deferred;
     let files_synced = engine
         .pool
         .files()
         .sync_each(Issuer::Checkpointer, |i, _| {
-            state.set_progress(pages.len() + i, units_n);
-            schedule.pause((pages.len() + i) as f64 / units);
+            state.set_progress(before_syncs + i, units_n);
+            schedule.pause((before_syncs + i) as f64 / units);
         })?;
     let syncs_done = clock.now();
 

@@ -313,3 +313,66 @@ fn a_checkpoint_is_reported_through_tracing() {
     );
     assert!(done.contains("reason=Requested"), "{done}");
 }
+
+#[test]
+fn a_spread_checkpoint_paces_its_deferred_write_back_too() {
+    let clock = Arc::new(NotingClock {
+        time: ManualClock::default(),
+        stats: Default::default(),
+        naps: Default::default(),
+        engine: Default::default(),
+        progress: Default::default(),
+    });
+    let options = Options {
+        clock: Clock::new(clock.clone()),
+        checkpoint_timeout: std::time::Duration::from_secs(300),
+        checkpoint_completion_target: 0.5,
+        creation: crate::settings::RequestedCreationSettings {
+            torn_page_protection: Some(crate::TornPageProtection::DoubleWrites),
+            ..Default::default()
+        },
+        // A small pool, so the scattered rows' pages are evicted (and
+        // deferred); a small area, so their write-back takes many batches.
+        buffer_pool_size: 512 << 10,
+        double_write_buffer_size: 64 * 8192,
+        bgwriter_lru_maxpages: 0,
+        ..sort_options(true)
+    };
+    let (db, tables, _sim) = loaded(options, 3, 3000);
+    db.checkpoint().unwrap();
+    dirty_scattered(&db, &tables, 3000);
+    let protection = db.engine.pool.page_write_protection();
+    let deferred = protection.deferred_pages() as u64;
+    let batch = protection.max_batch() as u64;
+    assert!(
+        deferred >= 4 * batch,
+        "{deferred} deferred pages, batches of {batch}"
+    );
+    *clock.stats.lock() = Some(db.io_stats().clone());
+    let before = db
+        .io_stats()
+        .bytes_by(Issuer::Checkpointer, FileKind::Data, IoOp::Write)
+        / 8192;
+    let log = db.checkpoint_spread().unwrap();
+    assert_eq!(protection.deferred_pages(), 0);
+    let pool_pages = log.pages_marked;
+    // Paced over the target as a whole: at each nap, the share of the
+    // pool's and the deferred pages written is the share of the 150 s
+    // passed, within one batch.
+    let naps = clock.naps.lock().clone();
+    let units = (pool_pages + deferred + log.files_synced + 1) as f64;
+    for &(t, written) in &naps {
+        let share_pages = (written - before) as f64 / units;
+        assert!(
+            (share_pages - t / 150.0).abs() <= batch as f64 / units + 0.01,
+            "at {t:.1} s, {share_pages:.3} of the pages were written"
+        );
+    }
+    // Some naps fall within the write-back: it is not one burst at the
+    // end of the pool's pages.
+    let within = naps
+        .iter()
+        .filter(|&&(_, w)| w - before > pool_pages && w - before < pool_pages + deferred)
+        .count();
+    assert!(within >= 3, "{within} naps in the write-back of {deferred}");
+}

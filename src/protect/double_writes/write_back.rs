@@ -111,14 +111,20 @@ impl DoubleWrites {
 
     /// Writes every page deferred now in place, through the checkpointer's
     /// shard (sorted, in batches of up to half the area, each fsynced once
-    /// before its in-place writes). The caller fsyncs the data files.
+    /// before its in-place writes), calling `progress` with the pages
+    /// written after each batch. The caller fsyncs the data files.
     /// Returns the pages written back; on an error they stay deferred.
-    pub(super) fn write_back_deferred(&self, who: Issuer) -> Result<usize> {
+    pub(super) fn write_back_deferred(
+        &self,
+        who: Issuer,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<usize> {
         let claimed = self.deferred.claim_all();
         let w = &self.shards[Shard::Checkpointer.number() as usize];
         let ps = self.page_size;
         let mut images = self.write_back_images.lock();
         let written = (|| {
+            let mut done = 0;
             for chunk in claimed.pages.chunks(self.max_batch()) {
                 images.resize(chunk.len() * ps, 0);
                 for (&(id, copy), image) in chunk.iter().zip(images.chunks_exact_mut(ps)) {
@@ -134,6 +140,8 @@ impl DoubleWrites {
                     .map(|(&(id, _), image)| (id, image))
                     .collect();
                 self.write_through(w, &pages, who)?;
+                done += chunk.len();
+                progress(done);
             }
             Ok(claimed.pages.len())
         })();

@@ -498,8 +498,12 @@ impl PageWriteProtection for DoubleWrites {
         self.read_deferred_page(id, buf, who)
     }
 
-    fn write_back_all(&self, who: Issuer) -> Result<usize> {
-        self.write_back_deferred(who)
+    fn deferred_pages(&self) -> usize {
+        self.deferred.len()
+    }
+
+    fn write_back_paced(&self, who: Issuer, progress: &mut dyn FnMut(usize)) -> Result<usize> {
+        self.write_back_deferred(who, progress)
     }
 
     fn forget_file(&self, file_id: u32) {
