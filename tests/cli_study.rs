@@ -108,3 +108,22 @@ fn list_names_every_study_and_unknown_names_are_refused() {
     }
     untorn(["study", "nope", "--tiny"]).expect_refused(&["unknown study", "dwb-vs-fpw"]);
 }
+
+#[test]
+fn rounds_given_are_the_rounds_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let dbs = dir.path().join("dbs");
+    let mut args: Vec<&OsStr> = ["study", "sorted-checkpoint", "--tiny", "--rounds", "2"]
+        .map(OsStr::new)
+        .to_vec();
+    args.extend([OsStr::new("--report"), report.as_os_str()]);
+    args.extend([OsStr::new("--dir"), dbs.as_os_str()]);
+    let run = untorn(args);
+    // The tiny size runs one round on its own.
+    run.expect_code(0)
+        .expect_stdout("Rounds run: plan 1 tpcb: 2.");
+    untorn(["study", "sorted-checkpoint", "--tiny", "--rounds", "0"])
+        .expect_code(2)
+        .expect_stderr("--rounds");
+}

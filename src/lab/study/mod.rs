@@ -132,6 +132,9 @@ pub struct Setup {
     /// Where the databases go (one subdirectory per plan).
     pub dir: PathBuf,
     pub seed: u64,
+    /// `--rounds`: this many rounds per plan instead of the size's own
+    /// rule (a full run that must fit a session).
+    pub rounds: Option<usize>,
 }
 
 impl Setup {
@@ -139,6 +142,13 @@ impl Setup {
     /// study's choice.
     pub fn device(&self, default: &str) -> String {
         self.device.clone().unwrap_or_else(|| default.to_string())
+    }
+
+    /// Rounds per plan: `--rounds`, or the size's rule.
+    pub fn repeats(&self) -> Repeats {
+        self.rounds
+            .map(Repeats::Fixed)
+            .unwrap_or_else(|| self.size.repeats())
     }
 
     /// A bench plan of this setup's size.
@@ -159,7 +169,7 @@ impl Setup {
                 warmup: self.size.warmup(),
                 duration: self.size.duration(),
             },
-            repeats: self.size.repeats(),
+            repeats: self.repeats(),
             dir: self.dir.join(format!("plan-{n}")),
             seed: self.seed,
             keep: false,
@@ -533,6 +543,7 @@ mod tests {
                 device: None,
                 dir: dir.path().into(),
                 seed: 1,
+                rounds: None,
             };
             for s in all() {
                 let plans = s.plans(&setup).unwrap();
@@ -551,5 +562,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn rounds_given_replace_the_sizes_rule() {
+        let setup = |rounds| Setup {
+            size: Size::Full,
+            device: None,
+            dir: "/nowhere".into(),
+            seed: 1,
+            rounds,
+        };
+        assert!(matches!(setup(None).repeats(), Repeats::Auto { .. }));
+        assert!(matches!(setup(Some(5)).repeats(), Repeats::Fixed(5)));
+        let plans = all()[0].plans(&setup(Some(4))).unwrap();
+        assert!(plans
+            .iter()
+            .all(|p| matches!(p.plan.repeats, Repeats::Fixed(4))));
     }
 }

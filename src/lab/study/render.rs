@@ -54,10 +54,33 @@ pub fn text(study: &dyn Study, results: &[Vec<ConfigResult>]) -> String {
         let _ = writeln!(o, "{line}");
     }
     o.push_str("\n== Notes\n\n");
+    let _ = writeln!(o, "- {}", rounds_note(results));
     for n in study.notes() {
         let _ = writeln!(o, "- {n}");
     }
     o
+}
+
+/// How many rounds each plan ran, per workload: the adaptive rule (or
+/// `--rounds`) decides, and an interval means little without it.
+pub fn rounds_note(results: &[Vec<ConfigResult>]) -> String {
+    let mut parts = Vec::new();
+    for (i, plan) in results.iter().enumerate() {
+        let mut seen: Vec<&str> = Vec::new();
+        for c in plan {
+            if seen.contains(&c.workload.as_str()) {
+                continue;
+            }
+            seen.push(&c.workload);
+            parts.push(format!(
+                "plan {} {}: {}",
+                i + 1,
+                c.workload,
+                c.tps_runs.len()
+            ));
+        }
+    }
+    format!("Rounds run: {}.", parts.join("; "))
 }
 
 fn html_table(o: &mut String, t: &Table) {
@@ -149,6 +172,7 @@ pub fn write_html(
         .collect();
     ratio_chart(&mut o, &rows);
     o.push_str("<h2>Notes</h2>\n<ul>\n");
+    let _ = writeln!(o, "<li>{}</li>", esc(&rounds_note(results)));
     for n in study.notes() {
         let _ = writeln!(o, "<li>{}</li>", esc(n));
     }
