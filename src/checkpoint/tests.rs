@@ -149,8 +149,9 @@ impl ClockSource for NotingClock {
     }
 }
 
-#[test]
-fn a_spread_checkpoint_is_paced_over_the_target() {
+/// A noting manual clock, and options under which a spread checkpoint
+/// should take 150 s (half of a 300-s checkpoint_timeout).
+fn spread_over_150_s() -> (Arc<NotingClock>, Options) {
     let clock = Arc::new(NotingClock {
         time: ManualClock::default(),
         stats: Default::default(),
@@ -164,6 +165,12 @@ fn a_spread_checkpoint_is_paced_over_the_target() {
         checkpoint_completion_target: 0.5,
         ..sort_options(true)
     };
+    (clock, options)
+}
+
+#[test]
+fn a_spread_checkpoint_is_paced_over_the_target() {
+    let (clock, options) = spread_over_150_s();
     let (db, tables, _sim) = loaded(options, 3, 3000);
     db.checkpoint().unwrap();
     // Checkpoints asked for run at full speed: no nap.
@@ -316,17 +323,8 @@ fn a_checkpoint_is_reported_through_tracing() {
 
 #[test]
 fn a_spread_checkpoint_paces_its_deferred_write_back_too() {
-    let clock = Arc::new(NotingClock {
-        time: ManualClock::default(),
-        stats: Default::default(),
-        naps: Default::default(),
-        engine: Default::default(),
-        progress: Default::default(),
-    });
+    let (clock, options) = spread_over_150_s();
     let options = Options {
-        clock: Clock::new(clock.clone()),
-        checkpoint_timeout: std::time::Duration::from_secs(300),
-        checkpoint_completion_target: 0.5,
         creation: crate::settings::RequestedCreationSettings {
             torn_page_protection: Some(crate::TornPageProtection::DoubleWrites),
             ..Default::default()
@@ -336,7 +334,7 @@ fn a_spread_checkpoint_paces_its_deferred_write_back_too() {
         buffer_pool_size: 512 << 10,
         double_write_buffer_size: 64 * 8192,
         bgwriter_lru_maxpages: 0,
-        ..sort_options(true)
+        ..options
     };
     let (db, tables, _sim) = loaded(options, 3, 3000);
     db.checkpoint().unwrap();
