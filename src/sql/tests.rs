@@ -412,6 +412,14 @@ fn error_codes_and_failed_blocks() {
         err(&mut s, "select abs(id) from t").code,
         codes::FEATURE_NOT_SUPPORTED
     );
+    tag(&mut s, "create table big(id int8 primary key)");
+    let sum8 = err(&mut s, "select sum(id) from big");
+    assert_eq!(
+        sum8.code,
+        codes::FEATURE_NOT_SUPPORTED,
+        "sum(int8) is numeric"
+    );
+    assert!(sum8.message.contains("sum(id)"), "{}", sum8.message);
     assert_eq!(
         err(
             &mut s,

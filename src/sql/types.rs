@@ -76,10 +76,6 @@ impl SqlType {
             _ => -1,
         }
     }
-
-    pub fn is_integer(self) -> bool {
-        matches!(self, SqlType::Int4 | SqlType::Int8)
-    }
 }
 
 impl fmt::Display for SqlType {
