@@ -445,3 +445,55 @@ fn connections_over_the_limit_are_refused_with_53300() {
     // The connection within the limit is still served.
     assert_eq!(first.query("select 1").2, b'I');
 }
+
+#[test]
+fn a_deadlock_ends_one_transaction_with_40p01_and_the_other_commits() {
+    let serve = Serve::start(&["--deadlock-timeout", "50"]);
+    let port = serve.port;
+    psql(port, "create table t (id int primary key, v int)");
+    psql(port, "insert into t values (1, 0), (2, 0)");
+    let (mut a, mut b) = (Raw::connect(port), Raw::connect(port));
+    a.query("begin");
+    b.query("begin");
+    assert!(a.query("update t set v = 1 where id = 1").1.is_empty());
+    assert!(b.query("update t set v = 2 where id = 2").1.is_empty());
+    // a waits for b's row; b then waits for a's: a cycle.
+    a.send(b'Q', b"update t set v = 1 where id = 2\0");
+    let b_side = std::thread::spawn(move || {
+        let reply = b.query("update t set v = 2 where id = 1");
+        (b, reply)
+    });
+    let a_reply = a.until_ready();
+    // The victim's locks go at its ROLLBACK, if not before.
+    let a_lost = a_reply.1 == ["40P01"];
+    if a_lost {
+        assert_eq!(a.query("rollback").2, b'I');
+    }
+    let (mut b, b_reply) = b_side.join().unwrap();
+    let b_lost = b_reply.1 == ["40P01"];
+    assert!(a_lost != b_lost, "one victim: {a_reply:?} {b_reply:?}");
+    let (winner, value) = if a_lost { (&mut b, "2") } else { (&mut a, "1") };
+    assert!(winner.query("commit").1.is_empty());
+    if b_lost {
+        assert_eq!(b.query("rollback").2, b'I');
+    }
+    assert_eq!(
+        psql(port, "select v from t order by id"),
+        format!("{value}\n{value}")
+    );
+    assert!(serve.stop().success());
+}
+
+#[test]
+fn a_deadlock_timeout_out_of_range_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_untorn"))
+        .arg("serve")
+        .arg(dir.path().join("db"))
+        .args(["--listen", "127.0.0.1:0", "--deadlock-timeout", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("deadlock-timeout"), "{err}");
+}

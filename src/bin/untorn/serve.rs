@@ -51,6 +51,11 @@ pub struct ServeArgs {
     /// double_write_buffer_size, when the database uses double writes.
     #[arg(long, value_parser = parse_size)]
     double_write_buffer_size: Option<u64>,
+    /// deadlock_timeout in milliseconds, PostgreSQL's unit: how long a
+    /// transaction waits for a row lock before it checks for a deadlock
+    /// [default: the engine's, 1000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    deadlock_timeout: Option<u64>,
 }
 
 fn options(a: &ServeArgs) -> untorn::Result<Options> {
@@ -82,6 +87,9 @@ fn options(a: &ServeArgs) -> untorn::Result<Options> {
     }
     if let Some(d) = a.double_write_buffer_size {
         o.double_write_buffer_size = d;
+    }
+    if let Some(ms) = a.deadlock_timeout {
+        o.deadlock_timeout = Duration::from_millis(ms);
     }
     o.validate()?;
     Ok(o)
