@@ -3,7 +3,7 @@
 //! Everything else is 0A000, never a guess. DDL is mapped in `parse_ddl`,
 //! SELECT in `parse_select`; INSERT, UPDATE and DELETE here.
 
-use super::catalog::{Catalog, ColumnDef};
+use super::catalog::{Catalog, ColumnDef, TableMeta};
 use super::expr::{ident, object_name, Scope};
 use super::parse_ddl::{alter_table, create_index, create_table};
 use super::parse_select::select;
@@ -124,77 +124,8 @@ pub fn plan(
             Plan::Copy { table, targets }
         }
         Statement::Insert(ins) => insert(cat, ins, declared, &mut params, sql)?,
-        Statement::Update(up) => {
-            if up.from.is_some()
-                || up.returning.is_some()
-                || !up.table.joins.is_empty()
-                || up.limit.is_some()
-                || !up.order_by.is_empty()
-            {
-                return Err(ns());
-            }
-            let table = table_factor(&up.table.relation, sql)?;
-            let meta = cat.get(&table)?;
-            let cols = scope_columns(&meta.def.columns);
-            let mut sc = Scope {
-                columns: &cols,
-                params: &mut params,
-                declared,
-                sql,
-            };
-            let mut sets = Vec::new();
-            for a in &up.assignments {
-                let ast::AssignmentTarget::ColumnName(n) = &a.target else {
-                    return Err(ns());
-                };
-                let c = column_of(&meta.def.columns, &object_name(n, sql)?)?;
-                let e = sc.convert(&a.value)?;
-                sc.type_of(&e, meta.def.columns[c].ty);
-                sets.push((c, e));
-            }
-            let filter = sc.condition(up.selection.as_ref())?;
-            let access = table_access(filter.as_ref(), &meta.def);
-            Plan::Update {
-                table,
-                sets,
-                filter,
-                access,
-            }
-        }
-        Statement::Delete(del) => {
-            if del.using.is_some()
-                || del.returning.is_some()
-                || del.limit.is_some()
-                || !del.order_by.is_empty()
-                || !del.tables.is_empty()
-            {
-                return Err(ns());
-            }
-            let (ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)) =
-                &del.from;
-            let [twj] = from.as_slice() else {
-                return Err(ns());
-            };
-            if !twj.joins.is_empty() {
-                return Err(ns());
-            }
-            let table = table_factor(&twj.relation, sql)?;
-            let meta = cat.get(&table)?;
-            let cols = scope_columns(&meta.def.columns);
-            let mut sc = Scope {
-                columns: &cols,
-                params: &mut params,
-                declared,
-                sql,
-            };
-            let filter = sc.condition(del.selection.as_ref())?;
-            let access = table_access(filter.as_ref(), &meta.def);
-            Plan::Delete {
-                table,
-                filter,
-                access,
-            }
-        }
+        Statement::Update(up) => update(cat, up, declared, &mut params, sql)?,
+        Statement::Delete(del) => delete(cat, del, declared, &mut params, sql)?,
         Statement::Query(q) => {
             let (sel, cols) = select(cat, q, declared, &mut params, sql)?;
             columns = cols;
@@ -247,6 +178,114 @@ pub(super) fn table_factor(tf: &ast::TableFactor, sql: &str) -> Result<String, S
         } if with_hints.is_empty() && partitions.is_empty() => object_name(name, sql),
         _ => Err(SqlError::not_supported(sql)),
     }
+}
+
+/// Calls `build` with the table `relation` names, its catalog entry and a
+/// scope over its columns: where UPDATE and DELETE start.
+fn in_table<R>(
+    cat: &Catalog,
+    relation: &ast::TableFactor,
+    declared: &[Option<SqlType>],
+    params: &mut Vec<SqlType>,
+    sql: &str,
+    build: impl FnOnce(String, &TableMeta, &mut Scope<'_>) -> Result<R, SqlError>,
+) -> Result<R, SqlError> {
+    let table = table_factor(relation, sql)?;
+    let meta = cat.get(&table)?;
+    let cols = scope_columns(&meta.def.columns);
+    let mut sc = Scope {
+        columns: &cols,
+        params,
+        declared,
+        sql,
+    };
+    build(table, &meta, &mut sc)
+}
+
+fn update(
+    cat: &Catalog,
+    up: &ast::Update,
+    declared: &[Option<SqlType>],
+    params: &mut Vec<SqlType>,
+    sql: &str,
+) -> Result<Plan, SqlError> {
+    let ns = || SqlError::not_supported(sql);
+    if up.from.is_some()
+        || up.returning.is_some()
+        || !up.table.joins.is_empty()
+        || up.limit.is_some()
+        || !up.order_by.is_empty()
+    {
+        return Err(ns());
+    }
+    in_table(
+        cat,
+        &up.table.relation,
+        declared,
+        params,
+        sql,
+        |table, meta, sc| {
+            let mut sets = Vec::new();
+            for a in &up.assignments {
+                let ast::AssignmentTarget::ColumnName(n) = &a.target else {
+                    return Err(ns());
+                };
+                let c = column_of(&meta.def.columns, &object_name(n, sql)?)?;
+                let e = sc.convert(&a.value)?;
+                sc.type_of(&e, meta.def.columns[c].ty);
+                sets.push((c, e));
+            }
+            let filter = sc.condition(up.selection.as_ref())?;
+            let access = table_access(filter.as_ref(), &meta.def);
+            Ok(Plan::Update {
+                table,
+                sets,
+                filter,
+                access,
+            })
+        },
+    )
+}
+
+fn delete(
+    cat: &Catalog,
+    del: &ast::Delete,
+    declared: &[Option<SqlType>],
+    params: &mut Vec<SqlType>,
+    sql: &str,
+) -> Result<Plan, SqlError> {
+    let ns = || SqlError::not_supported(sql);
+    if del.using.is_some()
+        || del.returning.is_some()
+        || del.limit.is_some()
+        || !del.order_by.is_empty()
+        || !del.tables.is_empty()
+    {
+        return Err(ns());
+    }
+    let (ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)) = &del.from;
+    let [twj] = from.as_slice() else {
+        return Err(ns());
+    };
+    if !twj.joins.is_empty() {
+        return Err(ns());
+    }
+    in_table(
+        cat,
+        &twj.relation,
+        declared,
+        params,
+        sql,
+        |table, meta, sc| {
+            let filter = sc.condition(del.selection.as_ref())?;
+            let access = table_access(filter.as_ref(), &meta.def);
+            Ok(Plan::Delete {
+                table,
+                filter,
+                access,
+            })
+        },
+    )
 }
 
 fn insert(
