@@ -9,21 +9,23 @@
 //! fsync at the bandwidth (a write cache makes writes cheap and moves the
 //! cost to the fsync); a battery-backed cache absorbs fsyncs. A device with
 //! one head (`serial`) serves one request at a time, first come first
-//! served; a write longer than a request ([`MAX_REQUEST_BYTES`]) is served
-//! as several, and other callers' requests go between them, as the block
-//! layer splits a long write and the I/O scheduler interleaves other
-//! requests with its parts. Latency is spent by sleeping in the calling
-//! thread. Reads are not slowed: the buffer pool and the OS cache serve them
+//! served, with no idle time between queued requests; a write longer than a
+//! request ([`MAX_REQUEST_BYTES`]) is served as several, and other callers'
+//! requests go between them, as the block layer splits a long write and the
+//! I/O scheduler interleaves other requests with its parts. Latency is
+//! spent by sleeping in the calling thread: until its request's modelled
+//! completion on a serial device, which is when the device's modelled
+//! queue ahead of it has drained. Reads are not slowed: the buffer pool and the OS cache serve them
 //! in these benchmarks.
 
 use crate::error::{Error, Result};
 use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest request a write is served in: Linux's block layer splits a
 /// write at the queue's `max_sectors_kb`, 512 KB on most disks. Without the
@@ -115,8 +117,7 @@ pub struct DeviceFileSystem {
     inner: Arc<dyn FileSystem>,
     profile: DeviceProfile,
     state: Arc<Mutex<DeviceState>>,
-    /// Held for the whole modelled latency of a serial device.
-    head: Arc<Mutex<()>>,
+    head: Arc<Head>,
     spent_us: Arc<AtomicU64>,
 }
 
@@ -126,7 +127,7 @@ impl DeviceFileSystem {
             inner,
             profile,
             state: Arc::default(),
-            head: Arc::default(),
+            head: Arc::new(Head::new()),
             spent_us: Arc::default(),
         }
     }
@@ -141,8 +142,47 @@ struct DeviceFile {
     inner: Arc<dyn File>,
     profile: DeviceProfile,
     state: Arc<Mutex<DeviceState>>,
-    head: Arc<Mutex<()>>,
+    head: Arc<Head>,
     spent_us: Arc<AtomicU64>,
+}
+
+/// A serial device's queue: when the modelled head finishes the requests
+/// taken so far. A request starts when the head is free or when it
+/// arrives, whichever is later, so the head never idles while requests
+/// wait (a lock handed from thread to thread would idle it for each
+/// wake-up).
+struct Head {
+    free_at: Mutex<Instant>,
+}
+
+impl Head {
+    fn new() -> Head {
+        Head {
+            free_at: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Occupies the head for `busy` after the requests ahead, then sleeps
+    /// until this request is done.
+    fn serve(&self, busy: Duration) {
+        let done = {
+            let mut free_at = self.free_at.lock();
+            *free_at = (*free_at).max(Instant::now()) + busy;
+            *free_at
+        };
+        std::thread::sleep(done.saturating_duration_since(Instant::now()));
+    }
+}
+
+/// Spends `us` of modelled time: on the head's queue for a serial device,
+/// else in parallel with every other caller.
+fn spend_on(profile: &DeviceProfile, head: &Head, us: f64) {
+    let busy = Duration::from_nanos((us * 1000.0) as u64);
+    if profile.serial {
+        head.serve(busy);
+    } else {
+        std::thread::sleep(busy);
+    }
 }
 
 impl DeviceFile {
@@ -151,13 +191,7 @@ impl DeviceFile {
             return;
         }
         self.spent_us.fetch_add(us as u64, Relaxed);
-        let head = self.profile.serial.then(|| self.head.lock());
-        std::thread::sleep(Duration::from_nanos((us * 1000.0) as u64));
-        // Hand the head to the longest waiter, not back to this caller's
-        // next request: a disk's queue is served in order.
-        if let Some(head) = head {
-            MutexGuard::unlock_fair(head);
-        }
+        spend_on(&self.profile, &self.head, us);
     }
 
     fn model_write(&self, offset: u64, len: u64) {
@@ -247,10 +281,7 @@ impl FileSystem for DeviceFileSystem {
     }
     fn sync_dir(&self, dir: &Path, who: Issuer) -> Result<()> {
         if !self.profile.battery_backed {
-            let _head = self.profile.serial.then(|| self.head.lock());
-            std::thread::sleep(Duration::from_nanos(
-                (self.profile.fsync_us * 1000.0) as u64,
-            ));
+            spend_on(&self.profile, &self.head, self.profile.fsync_us);
         }
         self.inner.sync_dir(dir, who)
     }
@@ -331,7 +362,8 @@ mod tests {
                 big.write_at(&long, 0, Issuer::Checkpointer).unwrap();
                 order.lock().push("long");
             });
-            // Once the long write holds the head, the short one queues.
+            // Once the long write's first request is queued, the short one
+            // queues behind it, ahead of the long write's next.
             while fs.modelled_us() == 0 {
                 std::thread::yield_now();
             }
