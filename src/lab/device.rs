@@ -13,10 +13,10 @@
 //! request ([`MAX_REQUEST_BYTES`]) is served as several, and other callers'
 //! requests go between them, as the block layer splits a long write and the
 //! I/O scheduler interleaves other requests with its parts. Latency is
-//! spent by sleeping in the calling thread: until its request's modelled
-//! completion on a serial device, which is when the device's modelled
-//! queue ahead of it has drained. Reads are not slowed: the buffer pool and the OS cache serve them
-//! in these benchmarks.
+//! spent by sleeping in the calling thread, on a serial device until its
+//! request's modelled end, after the requests queued ahead of it. Reads
+//! are not slowed: the buffer pool and the OS cache serve them in these
+//! benchmarks.
 
 use crate::error::{Error, Result};
 use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
@@ -301,6 +301,19 @@ mod tests {
     use super::*;
     use crate::file::posix::PosixFileSystem;
 
+    /// A one-head test disk with a write cache and no seeks.
+    fn test_disk(bandwidth_mb_s: f64, fsync_us: f64, battery_backed: bool) -> DeviceProfile {
+        DeviceProfile {
+            name: "test",
+            seek_us: 0.0,
+            bandwidth_mb_s,
+            fsync_us,
+            write_cache: true,
+            battery_backed,
+            serial: true,
+        }
+    }
+
     #[test]
     fn profiles_parse_and_unknown_names_are_refused() {
         assert!(DeviceProfile::by_name("real").unwrap().is_none());
@@ -312,15 +325,7 @@ mod tests {
     #[test]
     fn a_slow_fsync_costs_time_and_data_still_arrives() {
         let dir = tempfile::tempdir().unwrap();
-        let slow = DeviceProfile {
-            name: "test",
-            seek_us: 0.0,
-            bandwidth_mb_s: 1000.0,
-            fsync_us: 20_000.0,
-            write_cache: true,
-            battery_backed: false,
-            serial: true,
-        };
+        let slow = test_disk(1000.0, 20_000.0, false);
         let fs = DeviceFileSystem::new(Arc::new(PosixFileSystem::default()), slow);
         let f = fs
             .open(&dir.path().join("a"), FileKind::Wal, OpenOptions::create())
@@ -336,15 +341,7 @@ mod tests {
     #[test]
     fn a_short_write_goes_between_the_requests_of_a_long_one() {
         let dir = tempfile::tempdir().unwrap();
-        let disk = DeviceProfile {
-            name: "test",
-            seek_us: 0.0,
-            bandwidth_mb_s: 10.0,
-            fsync_us: 0.0,
-            write_cache: true,
-            battery_backed: true,
-            serial: true,
-        };
+        let disk = test_disk(10.0, 0.0, true);
         let fs = DeviceFileSystem::new(Arc::new(PosixFileSystem::default()), disk);
         let open = |name: &str| {
             fs.open(
