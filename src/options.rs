@@ -79,10 +79,11 @@ pub struct Options {
     /// the writers do (the crash laboratory turns it off, so an iteration
     /// replays exactly).
     pub double_write_sync_ahead: bool,
-    /// `double_write_defer_in_place` (default on): a page written through
-    /// the double-write area goes in place only when its slot is needed
-    /// again, unless a newer copy replaced it first; reads of it are served
-    /// from the area meanwhile (protect::double_writes::deferred).
+    /// `double_write_defer_in_place` (default on): a page the background
+    /// writer or a client evicts is written once, to a slot of
+    /// `dw/deferred`, and goes in place at the next checkpoint, its fsynced
+    /// slot serving as its double-write copy; reads of it are served from
+    /// the slot meanwhile (protect::double_writes::deferred).
     pub double_write_defer_in_place: bool,
     /// The clock the engine paces work by (real time; tests use a manual one).
     pub clock: Clock,

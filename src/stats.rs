@@ -251,9 +251,12 @@ view! {
         /// Pages this writer stored in `dw/deferred` instead of writing
         /// them (`double_write_defer_in_place`).
         deferred: u64,
-        /// Deferred pages written back, through the area and in place (a
-        /// checkpoint's: the checkpointer's row).
+        /// Deferred pages written back in place (a checkpoint's: the
+        /// checkpointer's row).
         written_back: u64,
+        /// fsyncs of `dw/deferred` before write-backs: its slots became the
+        /// pages' double-write copies, so they skip the area.
+        deferred_fsyncs: u64,
         /// Deferred copies never written in place: a newer copy replaced
         /// them, or the page went in place from a newer version.
         obsolete: u64,
@@ -288,6 +291,7 @@ impl DoubleWriteFigures {
             syncs_ahead: l(&s.syncs_ahead),
             deferred: l(&s.deferred),
             written_back: l(&s.written_back),
+            deferred_fsyncs: l(&s.deferred_fsyncs),
             obsolete: l(&s.obsolete),
             reads: l(&s.reads),
         }

@@ -91,8 +91,8 @@ pub struct Run {
     #[serde(default)]
     pub checkpointer_page_writes: u64,
     /// Page images written to the double-write area (header blocks not
-    /// counted) and fsyncs of the area, every writer (0 without double
-    /// writes). By writer in `statistics.double_write`.
+    /// counted) and fsyncs of the area and of `dw/deferred`, every writer
+    /// (0 without double writes). By writer in `statistics.double_write`.
     pub dw_page_writes: u64,
     pub dw_fsyncs: u64,
     pub checkpoints: u64,

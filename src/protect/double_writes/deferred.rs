@@ -3,17 +3,20 @@
 //!
 //! With deferral on, a page the background writer or a client evicts is
 //! not written in place and not written to the area: it goes to a slot of
-//! `dw/deferred`, a plain buffered file that is never fsynced and never
-//! read by recovery. Reads of the page are served from that slot; the next
-//! checkpoint writes every deferred page through the area (one sequential
-//! write, one fsync) and in place, before its data-file fsyncs.
+//! `dw/deferred`, a plain buffered file. Reads of the page are served from
+//! that slot; the next checkpoint fsyncs the file once and writes every
+//! deferred page in place from its slot, before its data-file fsyncs.
 //!
-//! Why nothing protects the slot, and why recovery ignores the file: a
-//! deferred page was not written in place since the last checkpoint wrote
-//! it back (or wrote it), so its data file holds an intact older version,
-//! and the WAL, flushed past the page's LSN before its eviction, brings
-//! that version forward. A torn or lost slot costs nothing. The torn-page
-//! risk is only at the in-place write, and that goes through the area.
+//! Why the slot needs no protection until then: a deferred page was not
+//! written in place since the last checkpoint wrote it back (or wrote it),
+//! so its data file holds an intact older version, and the WAL, flushed
+//! past the page's LSN before its eviction, brings that version forward.
+//! A torn or lost slot costs nothing. The torn-page risk is only at the
+//! in-place write, and there the fsynced slot is the page's copy: a slot
+//! describes itself (its page header names file, block and LSN, under the
+//! page checksum), so recovery reads the file like the area's shards and
+//! restores from it. A write-back frees its slots only after its data
+//! files' fsync, so a slot is never reused while it is a page's only copy.
 //!
 //! Why a file of its own and not the area's ring (measured, BENCHMARKS
 //! "Deferred pages in a file of their own"): the ring put each eviction

@@ -1,6 +1,13 @@
 //! Recovery's use of the double-write area (issue 11 item 6): before redo,
-//! read every shard, plan the restores ([`plan_restore`]), write the planned
-//! copies in place and fsync their data files.
+//! read every shard and `dw/deferred`, plan the restores ([`plan_restore`]),
+//! write the planned copies in place and fsync their data files.
+//!
+//! `dw/deferred`'s slots are copies too: a checkpoint writes deferred pages
+//! in place straight from their slots, made durable by one fsync of the
+//! file, so a torn in-place write of such a page has its only copy there
+//! ([`super::deferred`]). A slot is a whole page naming its own file and
+//! block under its checksum, so it needs no descriptor; one that fails its
+//! checks was never relied on and is skipped.
 //!
 //! Runs whenever `DIR/dw/` exists, whatever mode the control file names: a
 //! copy is only ever written over a page that is bad or not newer, so an
@@ -8,16 +15,19 @@
 //! a switch out of double writes still finds its copies. Without `dw/` the
 //! only cost is one lookup of the directory.
 
-use super::area::{scan_shard, Expect, Shard, AREA_DIR};
+use super::area::{scan_shard, Expect, Shard, SlotCopy, AREA_DIR};
 use super::restore::{plan_restore, BadPage, PageCheck, RestoreCounts, RestoreInput};
+use super::writer::DEFERRED_FILE;
 use crate::buffer::DataFiles;
 use crate::control::ControlFile;
 use crate::error::{Error, Result};
 use crate::file::segmented::PageRead;
 use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};
-use crate::page::{page_lsn, verify_page, PageError, PageState};
+use crate::lsn::Lsn;
+use crate::page::{page_lsn, read_header, verify_page, PageError, PageState};
 use crate::recovery::WalScan;
-use std::collections::BTreeSet;
+use crate::settings::ChecksumAlgorithm;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 /// What the area held and what was done with it.
@@ -34,6 +44,10 @@ pub struct AreaRecovery {
     pub blocks_unreadable: u64,
     /// The highest batch sequence found: the write path starts above it.
     pub max_batch_seq: u64,
+    /// `dw/deferred`: slots read, and the intact copies among them in the
+    /// window of usable copies (the newest of each page).
+    pub deferred_slots: u64,
+    pub deferred_copies: u64,
     pub counts: RestoreCounts,
 }
 
@@ -60,6 +74,21 @@ pub fn restore_before_redo(
     let mut damaged = Vec::new();
     for path in fs.list_dir(&area_dir)? {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name == DEFERRED_FILE {
+            let file = fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?;
+            let window = (control.redo_lsn, scan.end);
+            let d = scan_deferred(
+                file.as_ref(),
+                settings.page_size as usize,
+                settings.data_checksums,
+                window,
+            )?;
+            out.deferred_slots = d.slots;
+            out.blocks_unreadable += d.unreadable;
+            out.deferred_copies = d.copies.len() as u64;
+            copies.extend(d.copies);
+            continue;
+        }
         let Some(rest) = name.strip_prefix("shard-") else {
             continue;
         };
@@ -148,6 +177,8 @@ pub fn restore_before_redo(
         beyond_wal_end = out.counts.beyond_wal_end,
         void_dropped = out.counts.void_dropped,
         torn_batches = out.headers_damaged,
+        deferred_slots = out.deferred_slots,
+        deferred_copies = out.deferred_copies,
         unreadable_blocks = out.blocks_unreadable,
         "double-write area read"
     );
@@ -162,14 +193,26 @@ pub fn restore_before_redo(
 /// slot. Returns the bytes and the count of such blocks.
 fn read_shard(file: &dyn crate::file::File, page_size: usize) -> Result<(Vec<u8>, u64)> {
     let mut bytes = vec![0u8; file.len()? as usize];
-    match file.read_exact_at(&mut bytes, 0, Issuer::Recovery) {
+    let unreadable = read_blocks(file, 0, &mut bytes, page_size)?;
+    Ok((bytes, unreadable))
+}
+
+/// Fills `buf` from `offset` of `file`, a block that fails with EIO
+/// reading as zeros; returns how many did.
+fn read_blocks(
+    file: &dyn crate::file::File,
+    offset: u64,
+    buf: &mut [u8],
+    page_size: usize,
+) -> Result<u64> {
+    match file.read_exact_at(buf, offset, Issuer::Recovery) {
         Err(e) if is_eio(&e) => {}
-        other => return other.map(|()| (bytes, 0)),
+        other => return other.map(|()| 0),
     }
     // Block by block, to lose only the unreadable ones.
     let mut unreadable = 0;
-    for (i, block) in bytes.chunks_mut(page_size).enumerate() {
-        match file.read_exact_at(block, (i * page_size) as u64, Issuer::Recovery) {
+    for (i, block) in buf.chunks_mut(page_size).enumerate() {
+        match file.read_exact_at(block, offset + (i * page_size) as u64, Issuer::Recovery) {
             Ok(()) => {}
             Err(e) if is_eio(&e) => {
                 block.fill(0);
@@ -178,7 +221,75 @@ fn read_shard(file: &dyn crate::file::File, page_size: usize) -> Result<(Vec<u8>
             Err(e) => return Err(e),
         }
     }
-    Ok((bytes, unreadable))
+    Ok(unreadable)
+}
+
+/// What `dw/deferred` held.
+struct DeferredScan {
+    /// Slots read (whole pages in the file).
+    slots: u64,
+    /// Slots that failed with EIO.
+    unreadable: u64,
+    /// The newest intact copy of each page within the window.
+    copies: Vec<SlotCopy>,
+}
+
+/// Slots read from `dw/deferred` at a time: the file may hold a gigabyte.
+const DEFERRED_READ_SLOTS: usize = 256;
+
+/// Reads `dw/deferred` into the newest intact copy of each page whose LSN
+/// lies in `window` (redo point, end of the WAL): only those can be
+/// restored, so memory holds at most one page per page deferred. Without
+/// page checksums nothing tells a torn slot from an intact one: none is
+/// used (double writes refuse to run without them).
+fn scan_deferred(
+    file: &dyn crate::file::File,
+    page_size: usize,
+    checksums: ChecksumAlgorithm,
+    (redo, wal_end): (Lsn, Lsn),
+) -> Result<DeferredScan> {
+    let slots = file.len()? / page_size as u64;
+    let mut out = DeferredScan {
+        slots,
+        unreadable: 0,
+        copies: Vec::new(),
+    };
+    if checksums == ChecksumAlgorithm::Off {
+        return Ok(out);
+    }
+    let mut newest: HashMap<(u32, u32), SlotCopy> = HashMap::new();
+    let mut buf = vec![0u8; DEFERRED_READ_SLOTS * page_size];
+    let mut slot = 0u64;
+    while slot < slots {
+        let n = (slots - slot).min(DEFERRED_READ_SLOTS as u64) as usize;
+        let chunk = &mut buf[..n * page_size];
+        out.unreadable += read_blocks(file, slot * page_size as u64, chunk, page_size)?;
+        for image in chunk.chunks_exact(page_size) {
+            let Ok(h) = read_header(image) else { continue };
+            let intact = matches!(
+                verify_page(image, checksums, h.file_id, h.block),
+                Ok(PageState::Valid)
+            );
+            if !intact || h.lsn < redo || h.lsn > wal_end {
+                continue;
+            }
+            let key = (h.file_id, h.block);
+            if newest.get(&key).is_some_and(|c| c.lsn >= h.lsn) {
+                continue;
+            }
+            let copy = SlotCopy {
+                file_id: h.file_id,
+                block: h.block,
+                lsn: h.lsn,
+                batch_seq: 0,
+                image: image.to_vec(),
+            };
+            newest.insert(key, copy);
+        }
+        slot += n as u64;
+    }
+    out.copies = newest.into_values().collect();
+    Ok(out)
 }
 
 fn is_eio(e: &Error) -> bool {

@@ -260,3 +260,129 @@ fn the_write_path_leaves_a_copy_that_repairs_a_torn_page() {
     );
     assert_rows_and_verify(db, &c.dir);
 }
+
+/// Writes `dw/deferred` holding `slots`, each a page image, in order.
+fn write_deferred(dir: &Path, slots: &[&[u8]]) {
+    std::fs::create_dir_all(dir.join("dw")).unwrap();
+    std::fs::write(dir.join("dw").join("deferred"), slots.concat()).unwrap();
+}
+
+/// `c.page` carrying `lsn` instead of its own, checksummed again.
+fn with_lsn(c: &Crashed, lsn: Lsn) -> Vec<u8> {
+    let mut p = c.page.clone();
+    // Not set_page_lsn: it refuses to move an LSN back.
+    p[crate::page::OFF_LSN..crate::page::OFF_LSN + 8].copy_from_slice(&lsn.0.to_le_bytes());
+    crate::page::set_checksum(&mut p, crate::settings::ChecksumAlgorithm::Crc32c);
+    p
+}
+
+#[test]
+fn a_torn_page_is_restored_from_its_deferred_slot() {
+    let root = tempfile::tempdir().unwrap();
+    let c = crash_after_update(TornPageProtection::Off, root.path(), false);
+    // A torn slot, an older copy and the page's copy: the newest intact
+    // one wins, the torn one is skipped.
+    let mut torn = c.page.clone();
+    torn[PS / 2..].fill(0x77);
+    let older = with_lsn(&c, control(&c.dir).redo_lsn);
+    write_deferred(&c.dir, &[&torn, &older, &c.page]);
+    tear(&c);
+    let db = Database::open(&c.dir, options(TornPageProtection::Off)).unwrap();
+    assert_eq!(db.recovery.pages_repaired_from_double_writes, 1);
+    let on_disk = std::fs::read(&c.file).unwrap();
+    let block = c.block as usize;
+    assert_eq!(&on_disk[block * PS..(block + 1) * PS], &c.page[..]);
+    assert_rows_and_verify(db, &c.dir);
+}
+
+#[test]
+fn a_deferred_copy_older_than_its_good_page_is_not_restored() {
+    let root = tempfile::tempdir().unwrap();
+    let c = crash_after_update(TornPageProtection::Off, root.path(), false);
+    let redo = control(&c.dir).redo_lsn;
+    assert!(page_lsn(&c.page) > redo);
+    write_deferred(&c.dir, &[&with_lsn(&c, redo)]);
+    let db = Database::open(&c.dir, options(TornPageProtection::Off)).unwrap();
+    assert_eq!(db.recovery.pages_repaired_from_double_writes, 0);
+    let on_disk = std::fs::read(&c.file).unwrap();
+    let block = c.block as usize;
+    assert_eq!(&on_disk[block * PS..(block + 1) * PS], &c.page[..]);
+    assert_rows_and_verify(db, &c.dir);
+}
+
+#[test]
+fn a_deferred_copy_below_the_redo_point_is_ignored() {
+    let root = tempfile::tempdir().unwrap();
+    let c = crash_after_update(TornPageProtection::Off, root.path(), true);
+    assert!(page_lsn(&c.page) < control(&c.dir).redo_lsn);
+    write_deferred(&c.dir, &[&c.page]);
+    tear(&c);
+    let db = Database::open(&c.dir, options(TornPageProtection::Off)).unwrap();
+    assert_eq!(db.recovery.pages_repaired_from_double_writes, 0);
+    let t = db.table("t").unwrap();
+    let e = db.begin().get(&t, &key_u64(500)).expect_err("a torn page");
+    assert!(e.to_string().contains(&format!("block {}", c.block)), "{e}");
+}
+
+#[test]
+fn a_written_back_page_is_repaired_from_its_deferred_slot_not_the_area() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("db");
+    let opts = Options {
+        double_write_defer_in_place: true,
+        ..options(TornPageProtection::DoubleWrites)
+    };
+    let db = Database::create(&dir, opts.clone()).unwrap();
+    let t = db.create_table("t").unwrap();
+    db.bulk_load(&t, (0..ROWS).map(|i| (key_u64(i), row(i, 0))))
+        .unwrap();
+    db.checkpoint().unwrap();
+    let mut tx = db.begin();
+    tx.update(&t, &key_u64(500), &row(500, 1)).unwrap();
+    tx.commit().unwrap();
+    // A client's eviction defers the page; a write-back (a checkpoint's,
+    // cut off before its control file) writes it in place from its slot.
+    db.engine.pool.flush_dirty(Issuer::Client, 64).unwrap();
+    let protection = db.engine.pool.page_write_protection();
+    assert!(protection.deferred_pages() >= 1);
+    assert!(protection.write_back_all(Issuer::Checkpointer).unwrap() >= 1);
+    drop(protection);
+    drop(db);
+    let area = std::fs::read(Shard::Checkpointer.path(&dir)).unwrap();
+    let expect = super::Expect {
+        page_size: PS as u32,
+        system_id: control(&dir).system_id,
+        shard: Shard::Checkpointer,
+    };
+    let scan = super::scan_shard(Path::new("shard-0"), &area, &expect).unwrap();
+    let c = Crashed {
+        file: dir.join("data").join(t.file_id.to_string()),
+        dir,
+        file_id: t.file_id,
+        block: 0,
+        page: Vec::new(),
+    };
+    let bytes = std::fs::read(&c.file).unwrap();
+    let at = bytes
+        .windows(13)
+        .position(|w| w == b"ROW-00500-v1-")
+        .expect("written back in place");
+    let c = Crashed {
+        block: (at / PS) as u32,
+        page: bytes[at / PS * PS..(at / PS + 1) * PS].to_vec(),
+        ..c
+    };
+    let in_area = |lsn| {
+        scan.copies
+            .iter()
+            .any(|a| (a.file_id, a.block, a.lsn) == (c.file_id, c.block, lsn))
+    };
+    assert!(!in_area(page_lsn(&c.page)), "a write-back skips the area");
+    tear(&c);
+    let db = Database::open(&c.dir, opts).unwrap();
+    assert!(db.recovery.pages_repaired_from_double_writes >= 1);
+    let on_disk = std::fs::read(&c.file).unwrap();
+    let block = c.block as usize;
+    assert_eq!(&on_disk[block * PS..(block + 1) * PS], &c.page[..]);
+    assert_rows_and_verify(db, &c.dir);
+}

@@ -1,8 +1,9 @@
 //! The I/O of deferred in-place writes ([`super::super::deferred`]): storing
 //! evicted pages in `dw/deferred`, reading them back, and writing them
-//! back (through the area, then in place) at a checkpoint.
+//! back in place at a checkpoint, with their fsynced slots as their
+//! double-write copies.
 
-use super::{DoubleWrites, ShardWriter, DEFERRED_FILE};
+use super::{sync_files, DoubleWrites, ShardWriter, DEFERRED_FILE};
 use crate::buffer::{PageCopy, PageId, PageWriteProtection};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
@@ -109,11 +110,13 @@ impl DoubleWrites {
         )
     }
 
-    /// Writes every page deferred now in place, through the checkpointer's
-    /// shard (sorted, in batches of up to half the area, each fsynced once
-    /// before its in-place writes), calling `progress` with the pages
-    /// written after each batch. The caller fsyncs the data files.
-    /// Returns the pages written back; on an error they stay deferred.
+    /// Writes every page deferred now in place, calling `progress` with the
+    /// pages written after each batch. The claimed slots stand in for the
+    /// area's copies: one fsync of `dw/deferred` makes them durable before
+    /// any in-place write, recovery reads them back, and they are freed
+    /// only once their data files are fsynced after the in-place writes
+    /// (see the module doc of `deferred`). Returns the pages written back;
+    /// on an error they stay deferred.
     pub(super) fn write_back_deferred(
         &self,
         who: Issuer,
@@ -121,9 +124,15 @@ impl DoubleWrites {
     ) -> Result<usize> {
         let claimed = self.deferred.claim_all();
         let w = &self.shards[Shard::Checkpointer.number() as usize];
+        if claimed.pages.is_empty() {
+            self.deferred.finish(claimed);
+            return Ok(0);
+        }
         let ps = self.page_size;
         let mut images = self.write_back_images.lock();
         let written = (|| {
+            self.deferred_file.sync_all(who)?;
+            w.stats.deferred_fsyncs.fetch_add(1, Relaxed);
             let mut done = 0;
             for chunk in claimed.pages.chunks(self.max_batch()) {
                 images.resize(chunk.len() * ps, 0);
@@ -139,10 +148,14 @@ impl DoubleWrites {
                     .zip(images.chunks_exact(ps))
                     .map(|(&(id, _), image)| (id, image))
                     .collect();
-                self.write_through(w, &pages, who)?;
+                self.files.write_in_place(&pages, who)?;
                 done += chunk.len();
                 progress(done);
             }
+            // A slot is the page's only copy until its in-place write is
+            // durable: fsync before the slots go back to the free list.
+            let marks = self.marks_of(claimed.pages.iter().map(|p| p.0));
+            sync_files(&marks, who, &w.stats.slot_syncs)?;
             Ok(claimed.pages.len())
         })();
         drop(images);

@@ -18,8 +18,9 @@
 //! With `double_write_defer_in_place`, pages the background writer or a
 //! client evicts skip all of this ([`super::deferred`]): they go to slots
 //! of `dw/deferred`, unfsynced; the pool skips their in-place writes and
-//! reads them from there meanwhile; the next checkpoint writes them through
-//! the checkpointer's shard and in place (`write_back.rs`).
+//! reads them from there meanwhile; the next checkpoint fsyncs that file
+//! once and writes them in place, the slots serving as their copies
+//! (`write_back.rs`).
 
 use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard};
 use super::deferred::DeferredPages;
@@ -79,8 +80,11 @@ pub struct ShardStats {
     /// Pages this writer stored in `dw/deferred` instead of writing them
     /// (`double_write_defer_in_place`).
     pub deferred: AtomicU64,
-    /// Deferred pages this writer wrote back (in place, through the area).
+    /// Deferred pages this writer wrote back in place.
     pub written_back: AtomicU64,
+    /// fsyncs of `dw/deferred` that made a write-back's slots its pages'
+    /// double-write copies (one per write-back).
+    pub deferred_fsyncs: AtomicU64,
     /// Deferred copies this writer's writes made obsolete before their
     /// write-back (a newer copy, or the page written in place).
     pub obsolete: AtomicU64,
@@ -129,7 +133,8 @@ pub struct DoubleWrites {
     next_batch_seq: AtomicU64,
     /// Indexed by [`Shard::number`].
     shards: Vec<ShardWriter>,
-    /// `dw/deferred`, the slots of deferred pages (never fsynced).
+    /// `dw/deferred`, the slots of deferred pages (fsynced once per
+    /// write-back).
     deferred_file: Arc<dyn File>,
     deferred: DeferredPages,
     /// The images of a write-back read back from `dw/deferred`, kept
@@ -239,14 +244,20 @@ impl DoubleWrites {
                 stats: stats.shard_handle(shard),
             });
         }
-        // What an earlier opening deferred is in its data files or the WAL
-        // (recovery never reads this file): start empty.
-        let deferred_file = fs.open(
-            &dir.join(super::area::AREA_DIR).join(DEFERRED_FILE),
-            FileKind::DoubleWrite,
-            OpenOptions::create(),
-        )?;
+        // Recovery has restored what the file held where a data page
+        // needed it (and fsynced those restores): start empty.
+        let area_dir = dir.join(super::area::AREA_DIR);
+        let deferred_path = area_dir.join(DEFERRED_FILE);
+        let created = !fs.exists(&deferred_path);
+        let deferred_file =
+            fs.open(&deferred_path, FileKind::DoubleWrite, OpenOptions::create())?;
         deferred_file.set_len(0, Issuer::Recovery)?;
+        // A write-back's fsync of the file makes its slots the only copies
+        // of pages being written in place: the file must not vanish at a
+        // power loss (the crash laboratory's lost directory entries).
+        if created {
+            fs.sync_dir(&area_dir, Issuer::Recovery)?;
+        }
         Ok(DoubleWrites {
             dir: dir.to_path_buf(),
             files,
@@ -370,23 +381,6 @@ impl DoubleWrites {
         let w = &self.shards[(ticket >> 56) as usize];
         w.ring.lock().complete(ticket & ((1 << 56) - 1), marks);
         w.ring_changed.notify_all();
-    }
-
-    /// Writes `pages` through `w`'s shard, then in place: a reservation, the
-    /// batches (fsynced), the in-place writes, and the entry completed with
-    /// their data files' marks.
-    fn write_through(&self, w: &ShardWriter, pages: &[(PageId, &[u8])], who: Issuer) -> Result<()> {
-        let (entry, start) = self.reserve(w, pages.len(), who)?;
-        let ticket = ticket_of(w.shard, entry);
-        if let Err(e) = self.write_batches(w, start, pages, who) {
-            // Nothing goes in place: the entry holds nothing relied on.
-            self.complete(ticket, Vec::new());
-            return Err(e);
-        }
-        let written = self.files.write_in_place(pages, who);
-        // A failed write may still have changed the OS cache.
-        self.complete(ticket, self.marks_of(pages.iter().map(|p| p.0)));
-        written
     }
 
     /// Which of `pages` wait for their slots' reuse to go in place: none
