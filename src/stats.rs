@@ -238,7 +238,10 @@ view! {
         writes: u64,
         /// fsyncs of the shard file, each shared by the writes it covered.
         fsyncs: u64,
-        /// `pages / fsyncs`. Recomputed, never summed.
+        /// Pages given a durable double-write copy per fsync that made
+        /// them durable: `(pages + written_back) / (fsyncs +
+        /// deferred_fsyncs)` (a write-back's pages are covered by one fsync
+        /// of `dw/deferred`, not by the area's). Recomputed, never summed.
         pages_per_fsync: f64,
         /// Data-file fsyncs a writer ran itself to reuse slots whose pages
         /// were not yet durable in place.
@@ -298,7 +301,10 @@ impl DoubleWriteFigures {
     }
 
     fn derive(mut self) -> DoubleWriteFigures {
-        self.pages_per_fsync = ratio(self.pages, self.fsyncs);
+        self.pages_per_fsync = ratio(
+            self.pages + self.written_back,
+            self.fsyncs + self.deferred_fsyncs,
+        );
         self
     }
 }

@@ -325,6 +325,37 @@ fn double_writes_show_in_their_view_by_writer() {
 }
 
 #[test]
+fn a_write_back_counts_its_pages_under_one_fsync_of_the_deferred_file() {
+    let stats = Arc::new(IoStats::default());
+    let sim = SimFileSystem::new(stats.clone());
+    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
+    let options = Options {
+        double_write_defer_in_place: true,
+        ..double_write_options(crate::TornPageProtection::DoubleWrites)
+    };
+    let db = Database::create_with(fs, stats, Path::new(DIR), options).unwrap();
+    let t = db.create_table("t").unwrap();
+    rewrite_rows(&db, &t, 2000, 1);
+    db.checkpoint().unwrap();
+    let base = db.statistics();
+    rewrite_rows(&db, &t, 2000, 2);
+    let deferred = db.engine.pool.flush_dirty(Issuer::Client, 64).unwrap() as u64;
+    db.checkpoint().unwrap();
+    let d = db.statistics().since(&base);
+    let (client, c) = (&d.double_write.client, &d.double_write.checkpointer);
+    assert!(deferred >= 8, "2,000 rows span pages");
+    assert_eq!((client.deferred, client.pages), (deferred, 0), "{client:?}");
+    assert_eq!((c.written_back, c.deferred_fsyncs), (deferred, 1), "{c:?}");
+    // The write-back's pages went in place from their slots, not through
+    // the area, and its one fsync covered them all.
+    assert_eq!(
+        c.pages_per_fsync,
+        (c.pages + c.written_back) as f64 / (c.fsyncs + 1) as f64,
+        "{c:?}"
+    );
+}
+
+#[test]
 fn double_write_figures_outlive_a_switch_away_from_double_writes() {
     use crate::TornPageProtection::{DoubleWrites, Off};
     let stats = Arc::new(IoStats::default());
