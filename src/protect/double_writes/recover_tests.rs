@@ -48,8 +48,22 @@ struct Crashed {
 /// if `checkpoint_after`, checkpoints again (the page's LSN falls below the
 /// new redo point); then crashes.
 fn crash_after_update(p: TornPageProtection, root: &Path, checkpoint_after: bool) -> Crashed {
+    crash_after_update_with(options(p), root, |db| {
+        if checkpoint_after {
+            db.checkpoint().unwrap();
+        }
+    })
+}
+
+/// [`crash_after_update`] with `options`, running `after_flush` after the
+/// client's flush.
+fn crash_after_update_with(
+    options: Options,
+    root: &Path,
+    after_flush: impl FnOnce(&Database),
+) -> Crashed {
     let dir = root.join("db");
-    let db = Database::create(&dir, options(p)).unwrap();
+    let db = Database::create(&dir, options).unwrap();
     let t = db.create_table("t").unwrap();
     db.bulk_load(&t, (0..ROWS).map(|i| (key_u64(i), row(i, 0))))
         .unwrap();
@@ -58,9 +72,7 @@ fn crash_after_update(p: TornPageProtection, root: &Path, checkpoint_after: bool
     tx.update(&t, &key_u64(500), &row(500, 1)).unwrap();
     tx.commit().unwrap();
     db.engine.pool.flush_dirty(Issuer::Client, 64).unwrap();
-    if checkpoint_after {
-        db.checkpoint().unwrap();
-    }
+    after_flush(&db);
     drop(db); // a crash: no shutdown checkpoint
     let file = dir.join("data").join(t.file_id.to_string());
     let bytes = std::fs::read(&file).unwrap();
@@ -92,6 +104,13 @@ fn tear(c: &Crashed) {
         *b ^= 0x5A;
     }
     std::fs::write(&c.file, &bytes).unwrap();
+}
+
+/// The crashed page's block as it is on disk now.
+fn page_on_disk(c: &Crashed) -> Vec<u8> {
+    let bytes = std::fs::read(&c.file).unwrap();
+    let block = c.block as usize;
+    bytes[block * PS..(block + 1) * PS].to_vec()
 }
 
 fn control(dir: &Path) -> ControlFile {
@@ -146,9 +165,7 @@ fn a_torn_page_is_restored_from_its_copy_before_redo() {
     assert!(db.recovery.damaged_pages_left.is_empty());
     assert!(db.recovery.damaged_pages_repaired.is_empty());
     assert!(!tmp.exists());
-    let on_disk = std::fs::read(&c.file).unwrap();
-    let block = c.block as usize;
-    assert_eq!(&on_disk[block * PS..(block + 1) * PS], &c.page[..]);
+    assert_eq!(page_on_disk(&c), c.page);
     assert_rows_and_verify(db, &c.dir);
 }
 
@@ -173,24 +190,28 @@ fn without_a_copy_a_torn_page_is_handled_as_before() {
     assert_rows_and_verify(db, &c.dir);
 }
 
-#[test]
-fn a_copy_below_the_redo_point_is_ignored() {
+/// A copy stored by `store` whose LSN lies below the new redo point is
+/// not restored over a torn page: the page stays torn on disk, and reading
+/// it fails naming it, as it would without the copy.
+fn a_copy_below_the_redo_point_is_ignored_in(store: impl Fn(&Crashed)) {
     let root = tempfile::tempdir().unwrap();
     let c = crash_after_update(TornPageProtection::Off, root.path(), true);
     assert!(page_lsn(&c.page) < control(&c.dir).redo_lsn);
-    write_shard(&c.dir, &[copy_of(&c)]);
+    store(&c);
     tear(&c);
     let db = Database::open(&c.dir, options(TornPageProtection::Off)).unwrap();
     assert_eq!(db.recovery.pages_repaired_from_double_writes, 0);
-    // Not restored: the page stays torn on disk, and reading it fails
-    // naming it, as it would without the area.
-    let on_disk = std::fs::read(&c.file).unwrap();
-    let block = c.block as usize;
-    assert_ne!(&on_disk[block * PS..(block + 1) * PS], &c.page[..]);
+    assert_ne!(page_on_disk(&c), c.page);
     let t = db.table("t").unwrap();
     let e = db.begin().get(&t, &key_u64(500)).expect_err("a torn page");
     assert!(e.to_string().contains(&format!("block {}", c.block)), "{e}");
-    drop(db);
+}
+
+#[test]
+fn a_copy_below_the_redo_point_is_ignored() {
+    a_copy_below_the_redo_point_is_ignored_in(|c| {
+        write_shard(&c.dir, &[copy_of(c)]);
+    });
 }
 
 #[test]
@@ -289,9 +310,7 @@ fn a_torn_page_is_restored_from_its_deferred_slot() {
     tear(&c);
     let db = Database::open(&c.dir, options(TornPageProtection::Off)).unwrap();
     assert_eq!(db.recovery.pages_repaired_from_double_writes, 1);
-    let on_disk = std::fs::read(&c.file).unwrap();
-    let block = c.block as usize;
-    assert_eq!(&on_disk[block * PS..(block + 1) * PS], &c.page[..]);
+    assert_eq!(page_on_disk(&c), c.page);
     assert_rows_and_verify(db, &c.dir);
 }
 
@@ -304,74 +323,36 @@ fn a_deferred_copy_older_than_its_good_page_is_not_restored() {
     write_deferred(&c.dir, &[&with_lsn(&c, redo)]);
     let db = Database::open(&c.dir, options(TornPageProtection::Off)).unwrap();
     assert_eq!(db.recovery.pages_repaired_from_double_writes, 0);
-    let on_disk = std::fs::read(&c.file).unwrap();
-    let block = c.block as usize;
-    assert_eq!(&on_disk[block * PS..(block + 1) * PS], &c.page[..]);
+    assert_eq!(page_on_disk(&c), c.page);
     assert_rows_and_verify(db, &c.dir);
 }
 
 #[test]
 fn a_deferred_copy_below_the_redo_point_is_ignored() {
-    let root = tempfile::tempdir().unwrap();
-    let c = crash_after_update(TornPageProtection::Off, root.path(), true);
-    assert!(page_lsn(&c.page) < control(&c.dir).redo_lsn);
-    write_deferred(&c.dir, &[&c.page]);
-    tear(&c);
-    let db = Database::open(&c.dir, options(TornPageProtection::Off)).unwrap();
-    assert_eq!(db.recovery.pages_repaired_from_double_writes, 0);
-    let t = db.table("t").unwrap();
-    let e = db.begin().get(&t, &key_u64(500)).expect_err("a torn page");
-    assert!(e.to_string().contains(&format!("block {}", c.block)), "{e}");
+    a_copy_below_the_redo_point_is_ignored_in(|c| write_deferred(&c.dir, &[&c.page]));
 }
 
 #[test]
 fn a_written_back_page_is_repaired_from_its_deferred_slot_not_the_area() {
     let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("db");
     let opts = Options {
         double_write_defer_in_place: true,
         ..options(TornPageProtection::DoubleWrites)
     };
-    let db = Database::create(&dir, opts.clone()).unwrap();
-    let t = db.create_table("t").unwrap();
-    db.bulk_load(&t, (0..ROWS).map(|i| (key_u64(i), row(i, 0))))
-        .unwrap();
-    db.checkpoint().unwrap();
-    let mut tx = db.begin();
-    tx.update(&t, &key_u64(500), &row(500, 1)).unwrap();
-    tx.commit().unwrap();
-    // A client's eviction defers the page; a write-back (a checkpoint's,
+    // The client's eviction defers the page; a write-back (a checkpoint's,
     // cut off before its control file) writes it in place from its slot.
-    db.engine.pool.flush_dirty(Issuer::Client, 64).unwrap();
-    let protection = db.engine.pool.page_write_protection();
-    assert!(protection.deferred_pages() >= 1);
-    assert!(protection.write_back_all(Issuer::Checkpointer).unwrap() >= 1);
-    drop(protection);
-    drop(db);
-    let area = std::fs::read(Shard::Checkpointer.path(&dir)).unwrap();
+    let c = crash_after_update_with(opts.clone(), root.path(), |db| {
+        let protection = db.engine.pool.page_write_protection();
+        assert!(protection.deferred_pages() >= 1);
+        assert!(protection.write_back_all(Issuer::Checkpointer).unwrap() >= 1);
+    });
+    let area = std::fs::read(Shard::Checkpointer.path(&c.dir)).unwrap();
     let expect = super::Expect {
         page_size: PS as u32,
-        system_id: control(&dir).system_id,
+        system_id: control(&c.dir).system_id,
         shard: Shard::Checkpointer,
     };
     let scan = super::scan_shard(Path::new("shard-0"), &area, &expect).unwrap();
-    let c = Crashed {
-        file: dir.join("data").join(t.file_id.to_string()),
-        dir,
-        file_id: t.file_id,
-        block: 0,
-        page: Vec::new(),
-    };
-    let bytes = std::fs::read(&c.file).unwrap();
-    let at = bytes
-        .windows(13)
-        .position(|w| w == b"ROW-00500-v1-")
-        .expect("written back in place");
-    let c = Crashed {
-        block: (at / PS) as u32,
-        page: bytes[at / PS * PS..(at / PS + 1) * PS].to_vec(),
-        ..c
-    };
     let in_area = |lsn| {
         scan.copies
             .iter()
@@ -381,8 +362,6 @@ fn a_written_back_page_is_repaired_from_its_deferred_slot_not_the_area() {
     tear(&c);
     let db = Database::open(&c.dir, opts).unwrap();
     assert!(db.recovery.pages_repaired_from_double_writes >= 1);
-    let on_disk = std::fs::read(&c.file).unwrap();
-    let block = c.block as usize;
-    assert_eq!(&on_disk[block * PS..(block + 1) * PS], &c.page[..]);
+    assert_eq!(page_on_disk(&c), c.page);
     assert_rows_and_verify(db, &c.dir);
 }
