@@ -13,8 +13,8 @@
 //!   reused only after an fsync of its page's data file that began after
 //!   that page's in-place write returned.
 //! - [`deferred`]: `double_write_defer_in_place`, evicted pages kept in
-//!   `dw/deferred` (never fsynced, ignored by recovery) until the next
-//!   checkpoint writes them through the area and in place (the I/O in
+//!   `dw/deferred` until the next checkpoint fsyncs it and writes them in
+//!   place from their slots, which recovery reads as copies (the I/O in
 //!   `write_back.rs`).
 //! - [`shard_file`]: shard files created whole, checked at each opening.
 //! - [`stats`]: the counters by shard, held by the engine so they outlive

@@ -146,7 +146,7 @@ pub struct DoubleWrites {
 pub const DEFERRED_FILE: &str = "deferred";
 
 /// `dw/deferred` holds up to this many times a shard's area: it needs no
-/// preallocation and is never fsynced, and it must hold every page evicted
+/// preallocation (it is fsynced once per checkpoint), and it must hold every page evicted
 /// between two checkpoints (at ten times the default job's data, 64 MB
 /// was too small: evictions went through the area again, at 0.69x of
 /// `off`).
