@@ -81,10 +81,15 @@ pub struct Options {
     pub double_write_sync_ahead: bool,
     /// `double_write_defer_in_place` (default on): a page the background
     /// writer or a client evicts is written once, to a slot of
-    /// `dw/deferred`, and goes in place at the next checkpoint, its fsynced
-    /// slot serving as its double-write copy; reads of it are served from
-    /// the slot meanwhile (protect::double_writes::deferred).
+    /// `dw/deferred`, and goes in place later, its fsynced slot serving as
+    /// its double-write copy; reads of it are served from the slot
+    /// meanwhile (protect::double_writes::deferred).
     pub double_write_defer_in_place: bool,
+    /// `double_write_keep_deferred` (default on): deferred pages stay in
+    /// `dw/deferred` across checkpoints, named in a fsynced manifest, and
+    /// go in place only when the file is half full, at shutdown or at a
+    /// switch of mode. Off: every checkpoint writes them in place.
+    pub double_write_keep_deferred: bool,
     /// The clock the engine paces work by (real time; tests use a manual one).
     pub clock: Clock,
 }
@@ -112,6 +117,7 @@ impl Default for Options {
             double_write_eviction_pages: 32,
             double_write_sync_ahead: true,
             double_write_defer_in_place: true,
+            double_write_keep_deferred: true,
             clock: Clock::real(),
         }
     }

@@ -64,6 +64,9 @@ pub struct RecoveryReport {
     /// Pages restored from the double-write area before redo (0 without
     /// `dw/`; nothing writes the area until the double_writes mode exists).
     pub pages_repaired_from_double_writes: u64,
+    /// Of those, copies below the redo point that the manifest of
+    /// `dw/deferred` named (pages kept deferred across a checkpoint).
+    pub pages_repaired_below_redo: u64,
     /// Pages that failed their checks and that no record restored: they
     /// stay damaged on disk and fail when read.
     pub damaged_pages_left: Vec<String>,

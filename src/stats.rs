@@ -260,6 +260,10 @@ view! {
         /// fsyncs of `dw/deferred` before write-backs: its slots became the
         /// pages' double-write copies, so they skip the area.
         deferred_fsyncs: u64,
+        /// Manifests naming `dw/deferred`'s slots that a checkpoint made
+        /// durable (checkpointer row), each after an fsync of
+        /// `dw/deferred` and fsynced itself.
+        manifests: u64,
         /// Deferred copies never written in place: a newer copy replaced
         /// them, or the page went in place from a newer version.
         obsolete: u64,
@@ -295,6 +299,7 @@ impl DoubleWriteFigures {
             deferred: l(&s.deferred),
             written_back: l(&s.written_back),
             deferred_fsyncs: l(&s.deferred_fsyncs),
+            manifests: l(&s.manifests),
             obsolete: l(&s.obsolete),
             reads: l(&s.reads),
         }

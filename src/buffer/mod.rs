@@ -125,6 +125,19 @@ pub trait PageWriteProtection: Send + Sync {
         0
     }
 
+    /// Whether a checkpoint should write every deferred page in place
+    /// ([`Self::write_back_paced`]); a shutdown checkpoint always does.
+    fn write_back_due(&self, _shutdown: bool) -> bool {
+        false
+    }
+
+    /// A checkpoint's step after its data-file fsyncs, before its control
+    /// file: makes the deferred pages durable where they are, so that the
+    /// redo point `redo` may pass their changes.
+    fn persist_deferred(&self, _redo: Lsn, _who: Issuer) -> Result<()> {
+        Ok(())
+    }
+
     /// Writes every deferred page in place, before the checkpoint's
     /// data-file fsyncs, calling `progress` with the pages written so far
     /// after each batch (where a spread checkpoint naps). Returns the pages

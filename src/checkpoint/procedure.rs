@@ -90,7 +90,12 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
     // deferred now; more may come), then files to fsync (the open files
     // now, a close bound: a file first opened meanwhile adds one).
     let protection = engine.pool.page_write_protection();
-    let deferred = protection.deferred_pages();
+    let write_back = protection.write_back_due(reason == Reason::Shutdown);
+    let deferred = if write_back {
+        protection.deferred_pages()
+    } else {
+        0
+    };
     let units_n = (pages.len() + deferred + engine.pool.files().open_count()).max(1);
     let units = units_n as f64;
     state.set_progress(0, units_n);
@@ -115,16 +120,18 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
         }
         schedule.pause(done as f64 / units);
     }
-    // Evicted pages whose in-place write was deferred go in place now,
-    // made durable by the fsyncs below: recovery restores only copies at or
-    // above the redo point, so below it the data files must hold every page.
+    // Evicted pages whose in-place write was deferred stay where they are
+    // (persist_deferred below), unless their file fills or the engine shuts
+    // down: then they go in place now, made durable by the fsyncs below.
     // Paced like the pool's pages: at full speed they were a burst of
     // writes at the checkpoint's end.
-    protection.write_back_paced(Issuer::Checkpointer, &mut |n| {
-        let done = pages.len() + n.min(deferred);
-        state.set_progress(done, units_n);
-        schedule.pause(done as f64 / units);
-    })?;
+    if write_back {
+        protection.write_back_paced(Issuer::Checkpointer, &mut |n| {
+            let done = pages.len() + n.min(deferred);
+            state.set_progress(done, units_n);
+            schedule.pause(done as f64 / units);
+        })?;
+    }
     let writes_done = clock.now();
     let before_syncs = pages.len() + deferred;
     let files_synced = engine
@@ -134,6 +141,9 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
             state.set_progress(before_syncs + i, units_n);
             schedule.pause((before_syncs + i) as f64 / units);
         })?;
+    // After the fsyncs: a page the deferred pages' manifest stops naming
+    // must be durable in place by now.
+    protection.persist_deferred(redo, Issuer::Checkpointer)?;
     let syncs_done = clock.now();
 
     let info = CheckpointInfo {

@@ -334,6 +334,7 @@ fn a_spread_checkpoint_paces_its_deferred_write_back_too() {
         buffer_pool_size: 512 << 10,
         double_write_buffer_size: 64 * 8192,
         bgwriter_lru_maxpages: 0,
+        double_write_keep_deferred: false,
         ..options
     };
     let (db, tables, _sim) = loaded(options, 3, 3000);

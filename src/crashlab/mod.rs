@@ -251,6 +251,10 @@ pub struct CrashTestOptions {
     /// written through the area go in place only when their slots are
     /// reused, and recovery restores those a crash left only in the area.
     pub double_write_defer_in_place: bool,
+    /// `double_write_keep_deferred` of every opening (default on, as the
+    /// engine's): deferred pages stay across checkpoints, and recovery
+    /// restores them from their manifest below the redo point.
+    pub double_write_keep_deferred: bool,
 }
 
 impl Default for CrashTestOptions {
@@ -272,6 +276,7 @@ impl Default for CrashTestOptions {
             buffer_pool_pages: None,
             wal_compression: WalCompression::Off,
             double_write_defer_in_place: true,
+            double_write_keep_deferred: true,
         }
     }
 }

@@ -110,6 +110,9 @@ pub struct ModeReport {
     pub compressed_images_restored: u64,
     pub pages_repaired_from_wal: u64,
     pub pages_repaired_from_double_writes: u64,
+    /// Of those, from `dw/deferred` slots a manifest named below the redo
+    /// point (pages kept deferred across a checkpoint).
+    pub pages_repaired_below_redo: u64,
     /// Damaged pages the engine reported and could not repair (recovery
     /// stopped naming the page, or reads refused it): data lost, detected.
     pub torn_pages_detected: u64,
@@ -151,7 +154,7 @@ impl ModeReport {
 
 /// Adds one iteration's counts to the mode's.
 pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
-    let pairs: [(&mut u64, u64); 17] = [
+    let pairs: [(&mut u64, u64); 18] = [
         (&mut m.crashes, it.crashes),
         (&mut m.crashes_in_recovery, it.crashes_in_recovery),
         (&mut m.crashes_in_checkpoint, it.crashes_in_checkpoint),
@@ -177,6 +180,10 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
         (
             &mut m.pages_repaired_from_double_writes,
             it.pages_repaired_from_double_writes,
+        ),
+        (
+            &mut m.pages_repaired_below_redo,
+            it.pages_repaired_below_redo,
         ),
         (&mut m.torn_pages_detected, it.torn_pages_detected),
         (&mut m.rows_lost_detected, it.rows_lost_detected),
@@ -349,6 +356,13 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
             "  crashes in a double-write batch: {} after the area write (before its fsync), {} after its fsync \
              (before the in-place writes), {} during the in-place writes\n",
             b.after_area_write, b.after_area_fsync, b.during_in_place_writes
+        ));
+    }
+    if m.pages_repaired_below_redo > 0 {
+        s.push_str(&format!(
+            "  repaired from double writes below the redo point (pages kept in dw/deferred across a checkpoint, \
+             named by its manifest): {}\n",
+            m.pages_repaired_below_redo
         ));
     }
     if m.torn_pages_detected > 0 || m.rows_lost_detected > 0 {

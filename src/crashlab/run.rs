@@ -87,6 +87,7 @@ pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options 
     // syncer thread's timing would make an iteration replay differently.
     o.double_write_sync_ahead = false;
     o.double_write_defer_in_place = opts.double_write_defer_in_place;
+    o.double_write_keep_deferred = opts.double_write_keep_deferred;
     o
 }
 

@@ -134,6 +134,7 @@ pub(super) fn open(
         &scan,
     )?;
     report.pages_repaired_from_double_writes = from_area.counts.restored;
+    report.pages_repaired_below_redo = from_area.counts.restored_below_redo;
     if let Some(s) = synced {
         report.startup_sync_files = s.wal_segments + s.data_files + s.double_write_files;
         report.startup_sync_ms = sync_ms;

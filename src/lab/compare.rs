@@ -44,6 +44,8 @@ pub struct BenchConfig {
     pub double_write_eviction_pages: u32,
     /// `double_write_defer_in_place` (used under double_writes only).
     pub double_write_defer_in_place: bool,
+    /// `double_write_keep_deferred` (used under double_writes only).
+    pub double_write_keep_deferred: bool,
     /// A name that tells apart copies of one configuration (`untorn bench
     /// --aa`: `a` and `b`); shown as the `copy` setting. Changes nothing in
     /// the engine.
@@ -69,6 +71,7 @@ impl Default for BenchConfig {
             double_write_buffer_size: Options::default().double_write_buffer_size,
             double_write_eviction_pages: Options::default().double_write_eviction_pages,
             double_write_defer_in_place: Options::default().double_write_defer_in_place,
+            double_write_keep_deferred: Options::default().double_write_keep_deferred,
             copy: None,
         }
     }
@@ -100,6 +103,7 @@ impl BenchConfig {
             double_write_buffer_size: self.double_write_buffer_size,
             double_write_eviction_pages: self.double_write_eviction_pages,
             double_write_defer_in_place: self.double_write_defer_in_place,
+            double_write_keep_deferred: self.double_write_keep_deferred,
             ..Options::default()
         }
     }
@@ -159,6 +163,10 @@ impl BenchConfig {
         m.insert(
             "double_write_defer_in_place".into(),
             on_off(o.double_write_defer_in_place).into(),
+        );
+        m.insert(
+            "double_write_keep_deferred".into(),
+            on_off(o.double_write_keep_deferred).into(),
         );
         if let Some(copy) = &self.copy {
             m.insert("copy".into(), copy.clone());

@@ -494,7 +494,7 @@ pub fn run_once(
         bgwriter_page_writes: end.writer_pages[1] - base.writer_pages[1],
         checkpointer_page_writes: end.writer_pages[2] - base.writer_pages[2],
         dw_page_writes: dw.pages,
-        dw_fsyncs: dw.fsyncs + dw.deferred_fsyncs,
+        dw_fsyncs: dw.fsyncs + dw.deferred_fsyncs + 2 * dw.manifests,
         checkpoints: end.checkpoints - base.checkpoints,
         series: ser.samples,
         fine_series: ser.fine,

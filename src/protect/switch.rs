@@ -115,6 +115,9 @@ fn switch(
     if engine.stop_if_fatal(old.write_back_all(Issuer::Recovery))? > 0 {
         engine.stop_if_fatal(engine.pool.files().sync_all(Issuer::Recovery))?;
     }
+    // And no manifest names a slot any longer (the area may stay).
+    let redo = engine.control.lock().redo_lsn;
+    engine.stop_if_fatal(old.persist_deferred(redo, Issuer::Recovery))?;
     engine.pool.set_page_write_protection(new);
     let mut control = engine.control.lock();
     // The checkpoint completed: the control file names its redo point and

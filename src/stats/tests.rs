@@ -331,6 +331,8 @@ fn a_write_back_counts_its_pages_under_one_fsync_of_the_deferred_file() {
     let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
     let options = Options {
         double_write_defer_in_place: true,
+        // Every checkpoint writes the deferred pages back.
+        double_write_keep_deferred: false,
         ..double_write_options(crate::TornPageProtection::DoubleWrites)
     };
     let db = Database::create_with(fs, stats, Path::new(DIR), options).unwrap();

@@ -14,6 +14,8 @@ use untorn::lab::workload::Scale;
 use untorn::settings::{parse_size, ChecksumAlgorithm, TornPageProtection, WalCompression};
 use untorn::Error;
 
+use crate::on_off;
+
 /// The default job's workloads (seed 003's three).
 const DEFAULT_WORKLOADS: &str = "oltp_write_only,oltp_update_non_index,oltp_read_write";
 
@@ -68,6 +70,10 @@ pub struct BenchArgs {
     /// writes wait for the slots' reuse (double_writes only).
     #[arg(long, value_delimiter = ',', default_value = "on")]
     double_write_defer_in_place: Vec<String>,
+    /// double_write_keep_deferred settings to compare (on, off): deferred
+    /// pages stay across checkpoints (double_writes only).
+    #[arg(long, value_delimiter = ',', default_value = "on")]
+    double_write_keep_deferred: Vec<String>,
     /// Background writer settings to compare: on (bgwriter_lru_maxpages
     /// 100, the default), off (0), or a bgwriter_lru_maxpages (1 to 1000).
     #[arg(long, value_delimiter = ',', default_value = "on")]
@@ -147,11 +153,6 @@ fn refuse(name: &'static str, detail: String) -> Error {
 }
 
 fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
-    let on_off = |name: &'static str, text: &str| match text {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        other => Err(refuse(name, format!("{other:?}: use on or off"))),
-    };
     let sorts: Vec<bool> = a
         .checkpoint_sort
         .iter()
@@ -233,6 +234,12 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         c.double_write_buffer_size = v
     });
     expand_double_writes(&mut out, &defers, |c, v| c.double_write_defer_in_place = v);
+    let keeps = a
+        .double_write_keep_deferred
+        .iter()
+        .map(|v| on_off("double_write_keep_deferred", v))
+        .collect::<untorn::Result<Vec<bool>>>()?;
+    expand_double_writes(&mut out, &keeps, |c, v| c.double_write_keep_deferred = v);
     for c in &out {
         c.options(0).creation.or_defaults().validate()?;
         c.options(0).validate()?;

@@ -1,5 +1,6 @@
 //! `untorn crashtest`: the crash laboratory (src/crashlab/).
 
+use crate::on_off;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +52,10 @@ pub struct CrashTestArgs {
     /// next checkpoint or their slot's reuse) or off.
     #[arg(long, default_value = "on")]
     double_write_defer_in_place: String,
+    /// double_write_keep_deferred: on (deferred pages stay across
+    /// checkpoints, named by a manifest) or off.
+    #[arg(long, default_value = "on")]
+    double_write_keep_deferred: String,
     /// Where failing iterations save their traces [default: the system's
     /// temporary directory].
     #[arg(long)]
@@ -75,16 +80,14 @@ pub fn run(a: &CrashTestArgs) -> untorn::Result<ExitCode> {
         buffer_pool_pages: a.buffer_pool_pages,
         trace_dir: a.trace_dir.clone(),
         wal_compression: a.wal_compression.parse()?,
-        double_write_defer_in_place: match a.double_write_defer_in_place.as_str() {
-            "on" => true,
-            "off" => false,
-            other => {
-                return Err(untorn::Error::InvalidSetting {
-                    name: "double_write_defer_in_place",
-                    detail: format!("{other:?}: use on or off"),
-                })
-            }
-        },
+        double_write_defer_in_place: on_off(
+            "double_write_defer_in_place",
+            &a.double_write_defer_in_place,
+        )?,
+        double_write_keep_deferred: on_off(
+            "double_write_keep_deferred",
+            &a.double_write_keep_deferred,
+        )?,
         ..CrashTestOptions::default()
     };
     if let Some(p) = &a.protection {

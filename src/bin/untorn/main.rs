@@ -250,3 +250,15 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// An on/off setting's value, refused naming the setting.
+fn on_off(name: &'static str, value: &str) -> untorn::Result<bool> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(untorn::Error::InvalidSetting {
+            name,
+            detail: format!("{other:?}: use on or off"),
+        }),
+    }
+}

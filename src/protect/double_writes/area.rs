@@ -356,19 +356,8 @@ pub fn scan_shard(path: &Path, bytes: &[u8], expect: &Expect) -> Result<ShardSca
             let s = BATCH_FIXED_LEN + i * SLOT_LEN;
             let (file_id, block, lsn) = (get_u32(b, s), get_u32(b, s + 4), Lsn(get_u64(b, s + 8)));
             let image_crc = get_u32(b, s + 16);
-            let damage = match blocks.get(pos + 1 + i).filter(|_| pos + 1 + i < end) {
-                None => Some(SlotDamage::BeyondEnd),
-                Some(img) if crc32c::crc32c(img) != image_crc => Some(SlotDamage::ImageCrc),
-                Some(img)
-                    if get_u32(img, OFF_FILE_ID) != file_id
-                        || get_u32(img, OFF_BLOCK) != block
-                        || get_u64(img, OFF_LSN) != lsn.0 =>
-                {
-                    Some(SlotDamage::WrongPage)
-                }
-                Some(_) => None,
-            };
-            match damage {
+            let image = blocks.get(pos + 1 + i).filter(|_| pos + 1 + i < end);
+            match check_image(image.map(|b| &b[..]), file_id, block, lsn, image_crc) {
                 Some(damage) => scan.damaged.push(DamagedSlot {
                     file_id,
                     block,
@@ -387,6 +376,30 @@ pub fn scan_shard(path: &Path, bytes: &[u8], expect: &Expect) -> Result<ShardSca
         }
     }
     Ok(scan)
+}
+
+/// Whether `image` (None: past the end of its file) is the copy a
+/// descriptor names: page `(file_id, block)` at `lsn`, with CRC-32C
+/// `image_crc`.
+pub fn check_image(
+    image: Option<&[u8]>,
+    file_id: u32,
+    block: u32,
+    lsn: Lsn,
+    image_crc: u32,
+) -> Option<SlotDamage> {
+    match image {
+        None => Some(SlotDamage::BeyondEnd),
+        Some(img) if crc32c::crc32c(img) != image_crc => Some(SlotDamage::ImageCrc),
+        Some(img)
+            if get_u32(img, OFF_FILE_ID) != file_id
+                || get_u32(img, OFF_BLOCK) != block
+                || get_u64(img, OFF_LSN) != lsn.0 =>
+        {
+            Some(SlotDamage::WrongPage)
+        }
+        Some(_) => None,
+    }
 }
 
 #[cfg(test)]

@@ -1,33 +1,39 @@
 //! `double_write_defer_in_place`: evicted pages kept in a file of their own
-//! until the next checkpoint (seed 000's suggestion).
+//! across checkpoints (seed 000's "second log").
 //!
 //! With deferral on, a page the background writer or a client evicts is
 //! not written in place and not written to the area: it goes to a slot of
 //! `dw/deferred`, a plain buffered file. Reads of the page are served from
-//! that slot; the next checkpoint fsyncs the file once and writes every
-//! deferred page in place from its slot, before its data-file fsyncs.
+//! that slot until the page is written in place.
 //!
-//! Why the slot needs no protection until then: a deferred page was not
-//! written in place since the last checkpoint wrote it back (or wrote it),
-//! so its data file holds an intact older version, and the WAL, flushed
-//! past the page's LSN before its eviction, brings that version forward.
-//! A torn or lost slot costs nothing. The torn-page risk is only at the
-//! in-place write, and there the fsynced slot is the page's copy: a slot
-//! describes itself (its page header names file, block and LSN, under the
-//! page checksum), so recovery reads the file like the area's shards and
-//! restores from it. A write-back frees its slots only after its data
-//! files' fsync, so a slot is never reused while it is a page's only copy.
+//! Why the slot needs no fsync between checkpoints: its data file holds an
+//! intact older version, and the WAL, flushed past the page's LSN before
+//! its eviction, brings that version forward. A torn or lost slot costs
+//! nothing. A checkpoint changes that: once its redo point passes the
+//! page's changes, the WAL that would bring the data file's version
+//! forward may be recycled. So a checkpoint fsyncs the file and writes a
+//! manifest naming every live slot ([`super::manifest`]), fsynced before
+//! the control file; recovery trusts those slots at any LSN. The page is
+//! written in place only when it is written from a newer version, or by a
+//! write-back (the file more than half full, a shutdown, a switch of mode).
+//! A write-back uses the fsynced slots as the pages' double-write copies
+//! and frees them only after the data files' fsync.
+//!
+//! The reuse rule: a slot named by the newest durable manifest (or the one
+//! being written) is the page's copy at the redo point until a later
+//! manifest that no longer names it is durable, so a freed slot waits in
+//! `pending` until then. A slot no manifest names is reused at once: a
+//! page evicted many times in one cycle keeps overwriting the same few
+//! slots, so the file's dirty pages stay about as many as the pages
+//! deferred.
 //!
 //! Why a file of its own and not the area's ring (measured, BENCHMARKS
 //! "Deferred pages in a file of their own"): the ring put each eviction
 //! at a new offset, so the page cache held every eviction as a distinct
-//! dirty page and the shard's fsync before a write-back wrote them all to
-//! the disk (five times `off`'s bytes). Here a page evicted again takes the
-//! lowest free slot, so the file's dirty pages stay about as many as the
-//! pages deferred and overwrite each other in the page cache as in-place
-//! writes do under `off`; and since a checkpoint frees every slot at once,
-//! the batches after it take consecutive slots from the file's start (one
-//! sequential write each, as a disk head likes).
+//! dirty page and the shard's fsync wrote them all to the disk (five
+//! times `off`'s bytes). Here a page evicted again takes the lowest free
+//! slot, and after a write-back the batches take consecutive slots from
+//! the file's start (one sequential write each, as a disk head likes).
 //!
 //! Invariants:
 //! - A page is deferred only where its segment file exists, so a file
@@ -35,6 +41,8 @@
 //! - `live` names, per page, its newest version not yet in place. A slot
 //!   named there or in `writing_back` is never handed out again, so a
 //!   reader that finds the slot's copy changed knows to look again.
+//! - A slot a durable manifest names is never handed out again before a
+//!   later manifest that does not name it is durable.
 //! - Write-backs run one at a time (`order`): two versions of one page are
 //!   never on their way in place at once, so the newest lands last.
 //! - A page leaves `writing_back` only after its in-place write returned,
@@ -43,7 +51,7 @@
 use crate::buffer::{PageId, PageMap};
 use crate::lsn::Lsn;
 use parking_lot::{Mutex, MutexGuard};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 /// A deferred page's newest copy in the deferred file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +60,8 @@ pub struct DeferredCopy {
     pub slot: u32,
     /// The copy's page LSN.
     pub lsn: Lsn,
+    /// CRC-32C of the copy's bytes (for the manifest).
+    pub crc: u32,
 }
 
 #[derive(Default)]
@@ -65,9 +75,27 @@ struct Slots {
     free: BTreeSet<u32>,
     /// Slots `0..used` were handed out at least once.
     used: u32,
+    /// Slots the newest durable manifest names.
+    named_durable: HashSet<u32>,
+    /// Slots the manifest being written names.
+    named_next: Option<HashSet<u32>>,
+    /// Freed slots a manifest names: free once a later one is durable.
+    pending: Vec<u32>,
 }
 
 impl Slots {
+    /// `slot` no longer holds a copy anyone reads: free, or pending while
+    /// a manifest may name it.
+    fn release(&mut self, slot: u32) {
+        let named = self.named_durable.contains(&slot)
+            || self.named_next.as_ref().is_some_and(|n| n.contains(&slot));
+        if named {
+            self.pending.push(slot);
+        } else {
+            self.free.insert(slot);
+        }
+    }
+
     fn take(&mut self, capacity: u32) -> Option<u32> {
         if let Some(slot) = self.free.pop_first() {
             return Some(slot);
@@ -113,7 +141,8 @@ impl DeferredPages {
 
     /// Slots taken for a store that failed: free again.
     pub fn give_back(&self, slots: impl Iterator<Item = u32>) {
-        self.slots.lock().free.extend(slots);
+        let mut s = self.slots.lock();
+        slots.for_each(|slot| s.release(slot));
     }
 
     /// The pages were written to their slots: each copy is now its page's
@@ -124,7 +153,7 @@ impl DeferredPages {
         let mut obsolete = 0;
         for &(id, copy) in stored {
             if let Some(old) = s.live.insert(id, copy) {
-                s.free.insert(old.slot);
+                s.release(old.slot);
                 obsolete += 1;
             }
         }
@@ -152,7 +181,7 @@ impl DeferredPages {
         let mut dropped = 0;
         for id in ids {
             if let Some(old) = s.live.remove(&id) {
-                s.free.insert(old.slot);
+                s.release(old.slot);
                 dropped += 1;
             }
         }
@@ -202,7 +231,7 @@ impl DeferredPages {
         let mut s = self.slots.lock();
         for (id, _) in &claimed.pages {
             if let Some(c) = s.writing_back.remove(id) {
-                s.free.insert(c.slot);
+                s.release(c.slot);
             }
         }
     }
@@ -216,7 +245,7 @@ impl DeferredPages {
                 continue;
             };
             if s.live.contains_key(id) {
-                s.free.insert(c.slot);
+                s.release(c.slot);
             } else {
                 s.live.insert(*id, c);
             }
@@ -235,7 +264,57 @@ impl DeferredPages {
             .map(|(_, c)| c.slot)
             .collect();
         s.live.retain(|id, _| id.file_id != file_id);
-        s.free.extend(gone);
+        gone.into_iter().for_each(|slot| s.release(slot));
+    }
+
+    /// Whether a checkpoint should write every deferred page back: the
+    /// file holds more than half its capacity in slots not free (live,
+    /// claimed, or waiting for a manifest), so it would soon turn
+    /// evictions away to the area.
+    pub fn half_full(&self) -> bool {
+        let s = self.slots.lock();
+        let taken = s.used as usize - s.free.len();
+        taken * 2 > self.capacity as usize
+    }
+
+    /// Whether a new manifest would say anything the durable one does not:
+    /// some page is deferred, or the durable manifest names a slot.
+    pub fn manifest_needed(&self) -> bool {
+        let s = self.slots.lock();
+        !(s.live.is_empty() && s.writing_back.is_empty() && s.named_durable.is_empty())
+    }
+
+    /// The copies a manifest must name now, sorted by page: every page's
+    /// newest version not durable in place (a page claimed by a write-back
+    /// in progress, if deferred again, by its newer copy). Until
+    /// [`Self::manifest_written`], their slots stay named.
+    pub fn snapshot_for_manifest(&self) -> Vec<(PageId, DeferredCopy)> {
+        let mut s = self.slots.lock();
+        assert!(s.named_next.is_none(), "one manifest at a time");
+        let mut copies: Vec<(PageId, DeferredCopy)> =
+            s.writing_back.iter().map(|(i, c)| (*i, *c)).collect();
+        copies.retain(|(id, _)| !s.live.contains_key(id));
+        copies.extend(s.live.iter().map(|(i, c)| (*i, *c)));
+        copies.sort_by_key(|c| c.0);
+        s.named_next = Some(copies.iter().map(|c| c.1.slot).collect());
+        copies
+    }
+
+    /// The manifest of the last snapshot is durable (`ok`), or its write
+    /// failed: then both it and the previous one may be on disk, and the
+    /// slots either names stay unavailable.
+    pub fn manifest_written(&self, ok: bool) {
+        let mut s = self.slots.lock();
+        let next = s.named_next.take().expect("a snapshot was taken");
+        if !ok {
+            s.named_durable.extend(next);
+            return;
+        }
+        s.named_durable = next;
+        let pending = std::mem::take(&mut s.pending);
+        for slot in pending {
+            s.release(slot);
+        }
     }
 }
 
@@ -256,6 +335,7 @@ mod tests {
         let copy = DeferredCopy {
             slot,
             lsn: Lsn(lsn),
+            crc: 0,
         };
         d.publish(&[(id, copy)]);
         Some(copy)
@@ -360,5 +440,73 @@ mod tests {
         assert_eq!(d.supersede([page(1), page(2)].into_iter()), 1);
         assert_eq!(d.lookup(page(1)), None);
         assert_eq!(d.supersede([page(1)].into_iter()), 0);
+    }
+
+    #[test]
+    fn a_slot_a_durable_manifest_names_waits_for_the_next_manifest() {
+        let d = DeferredPages::new(8);
+        let a = store(&d, page(1), 10).unwrap();
+        let named = d.snapshot_for_manifest();
+        assert_eq!(named, vec![(page(1), a)]);
+        d.manifest_written(true);
+        // The page is evicted again: its old slot is the copy the manifest
+        // names, so the next store must not take it.
+        let b = store(&d, page(1), 20).unwrap();
+        let c = store(&d, page(2), 30).unwrap();
+        assert!(![b.slot, c.slot].contains(&a.slot));
+        // A slot no manifest names is reused at once.
+        let b2 = store(&d, page(1), 25).unwrap();
+        let e = store(&d, page(3), 26).unwrap();
+        assert_eq!(e.slot, b.slot);
+        // Freed while the next manifest is written: still waits for it.
+        let next = d.snapshot_for_manifest();
+        assert_eq!(next, vec![(page(1), b2), (page(2), c), (page(3), e)]);
+        d.supersede([page(2)].into_iter());
+        assert!(!d.take_slots(1).contains(&Some(c.slot)));
+        d.manifest_written(true);
+        // Now a's slot is free (named by neither), c's waits once more.
+        let got = d.take_slots(4);
+        assert!(got.contains(&Some(a.slot)) && !got.contains(&Some(c.slot)));
+    }
+
+    #[test]
+    fn after_a_failed_manifest_both_manifests_slots_stay_taken() {
+        let d = DeferredPages::new(8);
+        let a = store(&d, page(1), 10).unwrap();
+        d.snapshot_for_manifest();
+        d.manifest_written(true);
+        let b = store(&d, page(1), 20).unwrap();
+        d.snapshot_for_manifest();
+        d.manifest_written(false);
+        store(&d, page(1), 30).unwrap();
+        let got = d.take_slots(5);
+        assert!(!got.contains(&Some(a.slot)) && !got.contains(&Some(b.slot)));
+    }
+
+    #[test]
+    fn a_file_half_taken_asks_for_a_write_back() {
+        let d = DeferredPages::new(4);
+        store(&d, page(1), 1).unwrap();
+        store(&d, page(2), 1).unwrap();
+        assert!(!d.half_full(), "2 of 4 is not more than half");
+        store(&d, page(3), 1).unwrap();
+        assert!(d.half_full());
+        d.finish(d.claim_all());
+        assert!(!d.half_full());
+    }
+
+    #[test]
+    fn a_manifest_is_needed_until_one_names_nothing() {
+        let d = DeferredPages::new(4);
+        assert!(!d.manifest_needed(), "the opening's empty one holds");
+        store(&d, page(1), 1).unwrap();
+        assert!(d.manifest_needed());
+        d.snapshot_for_manifest();
+        d.manifest_written(true);
+        d.supersede([page(1)].into_iter());
+        assert!(d.manifest_needed(), "the durable one still names a slot");
+        assert!(d.snapshot_for_manifest().is_empty());
+        d.manifest_written(true);
+        assert!(!d.manifest_needed());
     }
 }

@@ -13,9 +13,11 @@
 //!   reused only after an fsync of its page's data file that began after
 //!   that page's in-place write returned.
 //! - [`deferred`]: `double_write_defer_in_place`, evicted pages kept in
-//!   `dw/deferred` until the next checkpoint fsyncs it and writes them in
-//!   place from their slots, which recovery reads as copies (the I/O in
-//!   `write_back.rs`).
+//!   `dw/deferred` across checkpoints, written in place from their slots
+//!   only when the file is half full, at shutdown or at a switch (the I/O
+//!   in `write_back.rs`).
+//! - [`manifest`]: which deferred slots a checkpoint made durable, trusted
+//!   by recovery at any LSN (deferred pages stay across checkpoints).
 //! - [`shard_file`]: shard files created whole, checked at each opening.
 //! - [`stats`]: the counters by shard, held by the engine so they outlive
 //!   a protection switch.
@@ -27,6 +29,7 @@
 
 pub mod area;
 pub mod deferred;
+pub mod manifest;
 pub mod recover;
 pub mod restore;
 pub mod ring;

@@ -15,8 +15,11 @@
 //! a switch out of double writes still finds its copies. Without `dw/` the
 //! only cost is one lookup of the directory.
 
-use super::area::{scan_shard, Expect, Shard, SlotCopy, AREA_DIR};
-use super::restore::{plan_restore, BadPage, PageCheck, RestoreCounts, RestoreInput};
+use super::area::{check_image, scan_shard, Expect, Shard, SlotCopy, SlotDamage, AREA_DIR};
+use super::manifest::{self, is_manifest_name, manifest_path, ManifestEntry, ManifestOwner};
+use super::restore::{
+    plan_restore, BadPage, DamagedDurable, PageCheck, RestoreCounts, RestoreInput,
+};
 use super::writer::DEFERRED_FILE;
 use crate::buffer::DataFiles;
 use crate::control::ControlFile;
@@ -44,8 +47,11 @@ pub struct AreaRecovery {
     pub blocks_unreadable: u64,
     /// The highest batch sequence found: the write path starts above it.
     pub max_batch_seq: u64,
-    /// `dw/deferred`: slots read, and the intact copies among them in the
-    /// window of usable copies (the newest of each page).
+    /// Entries of the newest valid manifest of `dw/deferred`.
+    pub manifest_entries: u64,
+    /// `dw/deferred`: slots read, and the intact copies among them that
+    /// may be restored (those the manifest names, and the newest of each
+    /// page in the window of usable copies).
     pub deferred_slots: u64,
     pub deferred_copies: u64,
     pub counts: RestoreCounts,
@@ -70,23 +76,38 @@ pub fn restore_before_redo(
         return Ok(out);
     }
     let settings = &control.settings;
+    let owner = ManifestOwner {
+        page_size: settings.page_size,
+        system_id: control.system_id,
+    };
+    let named = read_manifest(fs, dir, owner)?;
+    out.manifest_entries = named.len() as u64;
     let mut copies = Vec::new();
     let mut damaged = Vec::new();
+    let mut durable = Vec::new();
+    let mut durable_damaged = Vec::new();
+    let mut deferred_read = false;
     for path in fs.list_dir(&area_dir)? {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if is_manifest_name(name) {
+            continue;
+        }
         if name == DEFERRED_FILE {
             let file = fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?;
-            let window = (control.redo_lsn, scan.end);
             let d = scan_deferred(
                 file.as_ref(),
                 settings.page_size as usize,
                 settings.data_checksums,
-                window,
+                (control.redo_lsn, scan.end),
+                &named,
             )?;
+            deferred_read = true;
             out.deferred_slots = d.slots;
             out.blocks_unreadable += d.unreadable;
-            out.deferred_copies = d.copies.len() as u64;
+            out.deferred_copies = (d.copies.len() + d.durable.len()) as u64;
             copies.extend(d.copies);
+            durable.extend(d.durable);
+            durable_damaged.extend(d.durable_damaged);
             continue;
         }
         let Some(rest) = name.strip_prefix("shard-") else {
@@ -124,6 +145,14 @@ pub fn restore_before_redo(
         copies.extend(s.copies);
         damaged.extend(s.damaged);
     }
+    if !deferred_read {
+        // A manifest naming slots of a file that is gone: every one is lost.
+        durable_damaged.extend(
+            named
+                .values()
+                .map(|e| damaged_durable(e, SlotDamage::BeyondEnd)),
+        );
+    }
     if out.tmp_removed > 0 {
         fs.sync_dir(&area_dir, Issuer::Recovery)?;
     }
@@ -142,6 +171,8 @@ pub fn restore_before_redo(
         RestoreInput {
             copies,
             damaged: &damaged,
+            durable,
+            durable_damaged: &durable_damaged,
             redo_lsn: control.redo_lsn,
             wal_end: scan.end,
         },
@@ -179,6 +210,8 @@ pub fn restore_before_redo(
         torn_batches = out.headers_damaged,
         deferred_slots = out.deferred_slots,
         deferred_copies = out.deferred_copies,
+        manifest_entries = out.manifest_entries,
+        durable_copies = out.counts.durable,
         unreadable_blocks = out.blocks_unreadable,
         "double-write area read"
     );
@@ -230,29 +263,74 @@ struct DeferredScan {
     slots: u64,
     /// Slots that failed with EIO.
     unreadable: u64,
-    /// The newest intact copy of each page within the window.
+    /// The newest intact copy of each page within the window, among slots
+    /// the manifest does not name.
     copies: Vec<SlotCopy>,
+    /// The slots the manifest names, intact or not.
+    durable: Vec<SlotCopy>,
+    durable_damaged: Vec<DamagedDurable>,
 }
 
 /// Slots read from `dw/deferred` at a time: the file may hold a gigabyte.
 const DEFERRED_READ_SLOTS: usize = 256;
 
-/// Reads `dw/deferred` into the newest intact copy of each page whose LSN
-/// lies in `window` (redo point, end of the WAL): only those can be
-/// restored, so memory holds at most one page per page deferred. Without
-/// page checksums nothing tells a torn slot from an intact one: none is
-/// used (double writes refuse to run without them).
+/// The entries of `dir`'s newest valid manifest, by slot (none: no valid
+/// manifest, as before the first one was written).
+fn read_manifest(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    owner: ManifestOwner,
+) -> Result<HashMap<u32, ManifestEntry>> {
+    let mut found = Vec::new();
+    for seq in 0..2 {
+        let path = manifest_path(dir, seq);
+        if !fs.exists(&path) {
+            found.push(None);
+            continue;
+        }
+        let file = fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?;
+        let mut bytes = vec![0u8; file.len()? as usize];
+        match file.read_exact_at(&mut bytes, 0, Issuer::Recovery) {
+            Ok(()) => found.push(Some(bytes)),
+            // A sector torn at a power loss: as good as a torn manifest.
+            Err(e) if is_eio(&e) => found.push(None),
+            Err(e) => return Err(e),
+        }
+    }
+    let entries = manifest::newest(&found, owner).map_or_else(Vec::new, |m| m.entries);
+    Ok(entries.into_iter().map(|e| (e.slot, e)).collect())
+}
+
+fn damaged_durable(e: &ManifestEntry, damage: SlotDamage) -> DamagedDurable {
+    DamagedDurable {
+        slot: e.slot,
+        file_id: e.file_id,
+        block: e.block,
+        lsn: e.lsn,
+        damage,
+    }
+}
+
+/// Reads `dw/deferred`: the slots `named` by the manifest, checked against
+/// their entries, and of the other slots the newest intact copy of each
+/// page whose LSN lies in `window` (redo point, end of the WAL): only those
+/// can be restored, so memory holds at most one page per page deferred.
+/// Without page checksums nothing tells a torn slot from an intact one:
+/// none is used (double writes refuse to run without them).
 fn scan_deferred(
     file: &dyn crate::file::File,
     page_size: usize,
     checksums: ChecksumAlgorithm,
     (redo, wal_end): (Lsn, Lsn),
+    named: &HashMap<u32, ManifestEntry>,
 ) -> Result<DeferredScan> {
     let slots = file.len()? / page_size as u64;
     let mut out = DeferredScan {
         slots,
         unreadable: 0,
         copies: Vec::new(),
+        durable: Vec::new(),
+        durable_damaged: Vec::new(),
     };
     if checksums == ChecksumAlgorithm::Off {
         return Ok(out);
@@ -264,7 +342,21 @@ fn scan_deferred(
         let n = (slots - slot).min(DEFERRED_READ_SLOTS as u64) as usize;
         let chunk = &mut buf[..n * page_size];
         out.unreadable += read_blocks(file, slot * page_size as u64, chunk, page_size)?;
-        for image in chunk.chunks_exact(page_size) {
+        for (i, image) in chunk.chunks_exact(page_size).enumerate() {
+            let copy_of = |file_id, block, lsn| SlotCopy {
+                file_id,
+                block,
+                lsn,
+                batch_seq: 0,
+                image: image.to_vec(),
+            };
+            if let Some(e) = named.get(&(slot as u32 + i as u32)) {
+                match check_image(Some(image), e.file_id, e.block, e.lsn, e.image_crc) {
+                    None => out.durable.push(copy_of(e.file_id, e.block, e.lsn)),
+                    Some(damage) => out.durable_damaged.push(damaged_durable(e, damage)),
+                }
+                continue;
+            }
             let Ok(h) = read_header(image) else { continue };
             let intact = matches!(
                 verify_page(image, checksums, h.file_id, h.block),
@@ -277,16 +369,14 @@ fn scan_deferred(
             if newest.get(&key).is_some_and(|c| c.lsn >= h.lsn) {
                 continue;
             }
-            let copy = SlotCopy {
-                file_id: h.file_id,
-                block: h.block,
-                lsn: h.lsn,
-                batch_seq: 0,
-                image: image.to_vec(),
-            };
-            newest.insert(key, copy);
+            newest.insert(key, copy_of(h.file_id, h.block, h.lsn));
         }
         slot += n as u64;
+    }
+    // Named slots the file no longer reaches.
+    for e in named.values().filter(|e| e.slot as u64 >= slots) {
+        out.durable_damaged
+            .push(damaged_durable(e, SlotDamage::BeyondEnd));
     }
     out.copies = newest.into_values().collect();
     Ok(out)

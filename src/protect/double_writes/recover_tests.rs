@@ -63,18 +63,8 @@ fn crash_after_update_with(
     after_flush: impl FnOnce(&Database),
 ) -> Crashed {
     let dir = root.join("db");
-    let db = Database::create(&dir, options).unwrap();
-    let t = db.create_table("t").unwrap();
-    db.bulk_load(&t, (0..ROWS).map(|i| (key_u64(i), row(i, 0))))
-        .unwrap();
-    db.checkpoint().unwrap();
-    let mut tx = db.begin();
-    tx.update(&t, &key_u64(500), &row(500, 1)).unwrap();
-    tx.commit().unwrap();
-    db.engine.pool.flush_dirty(Issuer::Client, 64).unwrap();
-    after_flush(&db);
-    drop(db); // a crash: no shutdown checkpoint
-    let file = dir.join("data").join(t.file_id.to_string());
+    let file_id = update_and_flush(&dir, options, after_flush);
+    let file = dir.join("data").join(file_id.to_string());
     let bytes = std::fs::read(&file).unwrap();
     let needle = b"ROW-00500-v1-";
     let at = bytes
@@ -90,10 +80,28 @@ fn crash_after_update_with(
     Crashed {
         dir,
         file,
-        file_id: t.file_id,
+        file_id,
         block: block as u32,
         page,
     }
+}
+
+/// Loads rows into table `t` of a new database in `dir`, checkpoints,
+/// updates row 500 and lets a client write the dirty pages (as an
+/// eviction would), runs `after_flush`, then crashes. Returns `t`'s file.
+fn update_and_flush(dir: &Path, options: Options, after_flush: impl FnOnce(&Database)) -> u32 {
+    let db = Database::create(dir, options).unwrap();
+    let t = db.create_table("t").unwrap();
+    db.bulk_load(&t, (0..ROWS).map(|i| (key_u64(i), row(i, 0))))
+        .unwrap();
+    db.checkpoint().unwrap();
+    let mut tx = db.begin();
+    tx.update(&t, &key_u64(500), &row(500, 1)).unwrap();
+    tx.commit().unwrap();
+    db.engine.pool.flush_dirty(Issuer::Client, 64).unwrap();
+    after_flush(&db);
+    drop(db); // a crash: no shutdown checkpoint
+    t.file_id
 }
 
 /// Tears the page: its second half holds other bytes.
@@ -364,4 +372,83 @@ fn a_written_back_page_is_repaired_from_its_deferred_slot_not_the_area() {
     assert!(db.recovery.pages_repaired_from_double_writes >= 1);
     assert_eq!(page_on_disk(&c), c.page);
     assert_rows_and_verify(db, &c.dir);
+}
+
+/// Loads rows, checkpoints, updates row 500, lets a client's eviction
+/// defer its page, and checkpoints again: the redo point passes the
+/// update while the page stays in `dw/deferred`, named by the manifest.
+/// Then crashes. Returns the directory and the options.
+fn crash_with_a_page_deferred_across_a_checkpoint(root: &Path) -> (PathBuf, Options) {
+    let opts = Options {
+        double_write_defer_in_place: true,
+        ..options(TornPageProtection::DoubleWrites)
+    };
+    let dir = root.join("db");
+    let file_id = update_and_flush(&dir, opts.clone(), |db| {
+        let protection = db.engine.pool.page_write_protection();
+        assert!(protection.deferred_pages() >= 1);
+        db.checkpoint().unwrap();
+        assert!(
+            protection.deferred_pages() >= 1,
+            "kept across the checkpoint"
+        );
+    });
+    let data = std::fs::read(dir.join("data").join(file_id.to_string())).unwrap();
+    let needle = b"ROW-00500-v1-";
+    assert!(
+        !data.windows(needle.len()).any(|w| w == needle),
+        "the update is only in dw/deferred"
+    );
+    (dir, opts)
+}
+
+#[test]
+fn a_page_deferred_across_a_checkpoint_is_restored_from_its_manifest() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, opts) = crash_with_a_page_deferred_across_a_checkpoint(root.path());
+    // Without its manifest the same directory loses the update: the WAL
+    // that made it lies before the redo point (what the manifest is for).
+    let bare = root.path().join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
+    let cp = std::process::Command::new("cp")
+        .args([
+            "-a",
+            &format!("{}/.", dir.display()),
+            &bare.display().to_string(),
+        ])
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    for seq in 0..2 {
+        std::fs::remove_file(super::manifest_path(&bare, seq)).unwrap();
+    }
+    let db = Database::open(&bare, opts.clone()).unwrap();
+    let t = db.table("t").unwrap();
+    let got = db.begin().get(&t, &key_u64(500)).unwrap().unwrap();
+    assert_eq!(got, row(500, 0), "the update lost without the manifest");
+    drop(db);
+
+    let db = Database::open(&dir, opts).unwrap();
+    assert!(db.recovery.pages_repaired_from_double_writes >= 1);
+    assert_rows_and_verify(db, &dir);
+}
+
+#[test]
+fn a_damaged_slot_the_manifest_names_stops_the_opening_naming_the_page() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, opts) = crash_with_a_page_deferred_across_a_checkpoint(root.path());
+    let path = dir.join("dw").join("deferred");
+    let mut slots = std::fs::read(&path).unwrap();
+    for b in &mut slots {
+        *b ^= 0x5A;
+    }
+    std::fs::write(&path, &slots).unwrap();
+    let e = Database::open(&dir, opts)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("data file") && e.contains("block") && e.contains("dw/deferred"),
+        "{e}"
+    );
 }

@@ -17,7 +17,7 @@
 //! never written in place; it is new, and redo rebuilds it from the image
 //! its structure change logged (or stops naming it).
 
-use super::area::{DamagedSlot, SlotCopy};
+use super::area::{DamagedSlot, SlotCopy, SlotDamage};
 use crate::error::{Error, Result};
 use crate::lsn::Lsn;
 use std::collections::BTreeMap;
@@ -79,6 +79,8 @@ pub struct RestoreCounts {
     pub copies: u64,
     /// Copies of dropped files (void).
     pub void_dropped: u64,
+    /// Copies the manifest of `dw/deferred` names (trusted at any LSN).
+    pub durable: u64,
     /// Copies below the redo point.
     pub before_redo: u64,
     /// Copies beyond the end of the WAL.
@@ -94,6 +96,8 @@ pub struct RestoreCounts {
     pub left_to_redo: u64,
     /// Pages to restore (`RecoveryReport.pages_repaired_from_double_writes`).
     pub restored: u64,
+    /// Of those, from copies below the redo point (the manifest's).
+    pub restored_below_redo: u64,
 }
 
 /// The plan: restores sorted by (file, block), so they go out in order.
@@ -103,12 +107,29 @@ pub struct RestorePlan {
     pub counts: RestoreCounts,
 }
 
+/// A slot of `dw/deferred` the manifest names whose image is unusable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DamagedDurable {
+    pub slot: u32,
+    pub file_id: u32,
+    pub block: u32,
+    pub lsn: Lsn,
+    pub damage: SlotDamage,
+}
+
 /// What recovery knows when it plans.
 pub struct RestoreInput<'a> {
     /// Valid copies from every shard.
     pub copies: Vec<SlotCopy>,
     /// Slots with an intact descriptor and an unusable image.
     pub damaged: &'a [DamagedSlot],
+    /// Valid copies the manifest of `dw/deferred` names: usable at any LSN
+    /// (a checkpoint's redo point passed them while their data files kept
+    /// older versions).
+    pub durable: Vec<SlotCopy>,
+    /// Slots the manifest names whose image is unusable: their pages must
+    /// be good and at least as new, or they are lost.
+    pub durable_damaged: &'a [DamagedDurable],
     /// The checkpoint's redo point.
     pub redo_lsn: Lsn,
     /// The end of the valid WAL.
@@ -126,22 +147,29 @@ pub fn plan_restore(
     let RestoreInput {
         copies,
         damaged,
+        durable,
+        durable_damaged,
         redo_lsn,
         wal_end,
     } = input;
     let in_range = |lsn: Lsn| redo_lsn <= lsn && lsn <= wal_end;
     let mut counts = RestoreCounts {
-        copies: copies.len() as u64,
+        copies: (copies.len() + durable.len()) as u64,
+        durable: durable.len() as u64,
         ..RestoreCounts::default()
     };
     // The newest usable copy of each page.
     let mut newest: BTreeMap<(u32, u32), SlotCopy> = BTreeMap::new();
-    for c in copies {
+    let tagged = durable
+        .into_iter()
+        .map(|c| (c, true))
+        .chain(copies.into_iter().map(|c| (c, false)));
+    for (c, durable) in tagged {
         if is_dropped(c.file_id) {
             counts.void_dropped += 1;
-        } else if c.lsn < redo_lsn {
+        } else if c.lsn < redo_lsn && !durable {
             counts.before_redo += 1;
-        } else if c.lsn > wal_end {
+        } else if c.lsn > wal_end && !durable {
             counts.beyond_wal_end += 1;
         } else {
             match newest.entry((c.file_id, c.block)) {
@@ -185,6 +213,30 @@ pub fn plan_restore(
             }
         }
     }
+    // Pages whose durable deferred copy is damaged: unless a newer copy
+    // stands in, the data page must hold that version or a later one.
+    for d in durable_damaged {
+        let newer_copy = newest
+            .get(&(d.file_id, d.block))
+            .is_some_and(|c| c.lsn >= d.lsn);
+        if is_dropped(d.file_id) || newer_copy {
+            continue;
+        }
+        let why = match check_page(d.file_id, d.block)? {
+            PageCheck::Good(page_lsn) if page_lsn >= d.lsn => continue,
+            PageCheck::Good(page_lsn) => format!("holds an older version (LSN {page_lsn})"),
+            PageCheck::Bad(why) => why.to_string(),
+        };
+        return Err(Error::corruption(
+            format!("data file {}", d.file_id),
+            format!("block {}", d.block),
+            format!(
+                "the page {why}, and its durable copy in dw/deferred (slot {}, LSN {}) is \
+                 damaged ({:?}): the page's version at the redo point is lost",
+                d.slot, d.lsn, d.damage
+            ),
+        ));
+    }
     let mut restores = Vec::new();
     for ((file_id, block), copy) in newest {
         counts.pages_checked += 1;
@@ -199,298 +251,10 @@ pub fn plan_restore(
         restores.push(Restore { copy, reason });
     }
     counts.restored = restores.len() as u64;
+    counts.restored_below_redo = restores.iter().filter(|r| r.copy.lsn < redo_lsn).count() as u64;
     Ok(RestorePlan { restores, counts })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protect::double_writes::area::SlotDamage;
-    use std::collections::HashMap;
-
-    fn copy(file_id: u32, block: u32, lsn: u64, batch_seq: u64) -> SlotCopy {
-        SlotCopy {
-            file_id,
-            block,
-            lsn: Lsn(lsn),
-            batch_seq,
-            // Tells copies of one page apart.
-            image: vec![batch_seq as u8; 8],
-        }
-    }
-
-    /// Plans with redo point 100, WAL end 1000, file 9 dropped, and the
-    /// data pages in `pages` (a page not listed is a test bug: it panics).
-    fn plan(
-        copies: Vec<SlotCopy>,
-        damaged: &[DamagedSlot],
-        pages: &[((u32, u32), PageCheck)],
-    ) -> (Result<RestorePlan>, Vec<(u32, u32)>) {
-        let pages: HashMap<_, _> = pages.iter().copied().collect();
-        let mut checked = Vec::new();
-        let r = plan_restore(
-            RestoreInput {
-                copies,
-                damaged,
-                redo_lsn: Lsn(100),
-                wal_end: Lsn(1000),
-            },
-            |f| f == 9,
-            |f, b| {
-                checked.push((f, b));
-                Ok(pages[&(f, b)])
-            },
-        );
-        (r, checked)
-    }
-
-    fn restored(p: &RestorePlan) -> Vec<(u32, u32, u64, u64, RestoreReason)> {
-        p.restores
-            .iter()
-            .map(|r| {
-                (
-                    r.copy.file_id,
-                    r.copy.block,
-                    r.copy.lsn.0,
-                    r.copy.batch_seq,
-                    r.reason,
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_torn_page_carrying_the_copys_lsn_is_restored() {
-        // The tear kept the new first sector (the copy's LSN) but the
-        // checksum fails; and if the checksum missed the tear, the equal LSN
-        // alone restores it.
-        for page in [PageCheck::Bad(BadPage::Checksum), PageCheck::Good(Lsn(500))] {
-            let (p, _) = plan(vec![copy(1, 7, 500, 3)], &[], &[((1, 7), page)]);
-            let p = p.unwrap();
-            let reason = match page {
-                PageCheck::Good(l) => RestoreReason::NotNewer { page_lsn: l },
-                PageCheck::Bad(b) => RestoreReason::Bad(b),
-            };
-            assert_eq!(restored(&p), vec![(1, 7, 500, 3, reason)]);
-            assert_eq!(p.counts.restored, 1);
-        }
-    }
-
-    #[test]
-    fn a_good_page_newer_than_its_copy_is_kept() {
-        let (p, _) = plan(
-            vec![copy(1, 7, 400, 3)],
-            &[],
-            &[((1, 7), PageCheck::Good(Lsn(450)))],
-        );
-        let p = p.unwrap();
-        assert!(p.restores.is_empty());
-        assert_eq!((p.counts.kept_newer_page, p.counts.restored), (1, 0));
-    }
-
-    #[test]
-    fn a_copy_newer_than_a_good_page_is_restored() {
-        // The in-place write never landed; the page still holds its old version.
-        let (p, _) = plan(
-            vec![copy(1, 7, 400, 3)],
-            &[],
-            &[((1, 7), PageCheck::Good(Lsn(300)))],
-        );
-        let reason = RestoreReason::NotNewer { page_lsn: Lsn(300) };
-        assert_eq!(restored(&p.unwrap()), vec![(1, 7, 400, 3, reason)]);
-    }
-
-    #[test]
-    fn every_kind_of_bad_page_is_restored_from_its_copy() {
-        for bad in [
-            BadPage::Checksum,
-            BadPage::Header,
-            BadPage::AllZeros,
-            BadPage::Short,
-            BadPage::Unreadable,
-        ] {
-            let (p, _) = plan(
-                vec![copy(1, 7, 400, 3)],
-                &[],
-                &[((1, 7), PageCheck::Bad(bad))],
-            );
-            assert_eq!(
-                restored(&p.unwrap()),
-                vec![(1, 7, 400, 3, RestoreReason::Bad(bad))]
-            );
-        }
-    }
-
-    #[test]
-    fn both_bad_is_an_error_naming_the_page() {
-        let damaged = [DamagedSlot {
-            file_id: 4,
-            block: 21,
-            lsn: Lsn(600),
-            batch_seq: 8,
-            damage: SlotDamage::ImageCrc,
-        }];
-        let (p, _) = plan(
-            vec![],
-            &damaged,
-            &[((4, 21), PageCheck::Bad(BadPage::Checksum))],
-        );
-        let e = p.unwrap_err().to_string();
-        assert!(
-            e.contains("data file 4") && e.contains("block 21") && e.contains("checksum"),
-            "{e}"
-        );
-        for why in [BadPage::Header, BadPage::Unreadable] {
-            let (p, _) = plan(vec![], &damaged, &[((4, 21), PageCheck::Bad(why))]);
-            let e = p.unwrap_err().to_string();
-            assert!(e.contains("data file 4") && e.contains("block 21"), "{e}");
-        }
-        // The same damaged slot beside a good page is no error and no restore.
-        let (p, _) = plan(vec![], &damaged, &[((4, 21), PageCheck::Good(Lsn(550)))]);
-        assert_eq!(p.unwrap().restores, vec![]);
-        // Nor beside a page never written in place: left to redo.
-        for why in [BadPage::AllZeros, BadPage::Short] {
-            let (p, _) = plan(vec![], &damaged, &[((4, 21), PageCheck::Bad(why))]);
-            let p = p.unwrap();
-            assert_eq!((p.restores.len(), p.counts.left_to_redo), (0, 1));
-        }
-    }
-
-    #[test]
-    fn a_damaged_slot_beside_a_usable_copy_does_not_stop_recovery() {
-        // A torn later batch of the page: never relied on; the older copy serves.
-        let damaged = [DamagedSlot {
-            file_id: 4,
-            block: 21,
-            lsn: Lsn(700),
-            batch_seq: 9,
-            damage: SlotDamage::ImageCrc,
-        }];
-        let (p, _) = plan(
-            vec![copy(4, 21, 600, 8)],
-            &damaged,
-            &[((4, 21), PageCheck::Bad(BadPage::Checksum))],
-        );
-        assert_eq!(restored(&p.unwrap()).len(), 1);
-    }
-
-    #[test]
-    fn copies_of_a_dropped_file_are_void() {
-        let damaged = [DamagedSlot {
-            file_id: 9,
-            block: 2,
-            lsn: Lsn(600),
-            batch_seq: 8,
-            damage: SlotDamage::ImageCrc,
-        }];
-        let (p, checked) = plan(vec![copy(9, 1, 500, 3)], &damaged, &[]);
-        let p = p.unwrap();
-        assert!(p.restores.is_empty());
-        assert_eq!(p.counts.void_dropped, 1);
-        assert!(
-            checked.is_empty(),
-            "a dropped file's page was read: {checked:?}"
-        );
-    }
-
-    #[test]
-    fn copies_outside_the_redo_point_and_the_wal_end_are_ignored() {
-        let damaged = [DamagedSlot {
-            file_id: 1,
-            block: 3,
-            lsn: Lsn(99),
-            batch_seq: 1,
-            damage: SlotDamage::ImageCrc,
-        }];
-        let (p, checked) = plan(vec![copy(1, 1, 99, 1), copy(1, 2, 1001, 2)], &damaged, &[]);
-        let p = p.unwrap();
-        assert!(p.restores.is_empty());
-        assert_eq!((p.counts.before_redo, p.counts.beyond_wal_end), (1, 1));
-        assert!(checked.is_empty(), "{checked:?}");
-        // The bounds themselves are inside.
-        let (p, _) = plan(
-            vec![copy(1, 1, 100, 1), copy(1, 2, 1000, 2)],
-            &[],
-            &[
-                ((1, 1), PageCheck::Bad(BadPage::AllZeros)),
-                ((1, 2), PageCheck::Bad(BadPage::AllZeros)),
-            ],
-        );
-        assert_eq!(p.unwrap().counts.restored, 2);
-    }
-
-    #[test]
-    fn an_old_copy_does_not_undo_a_newer_one_below_the_redo_point() {
-        // The copy below the redo point is ignored even though its batch
-        // sequence is higher: only the in-range one is compared.
-        let (p, _) = plan(
-            vec![copy(1, 1, 50, 9), copy(1, 1, 150, 2)],
-            &[],
-            &[((1, 1), PageCheck::Bad(BadPage::Checksum))],
-        );
-        assert_eq!(
-            restored(&p.unwrap()),
-            vec![(1, 1, 150, 2, RestoreReason::Bad(BadPage::Checksum))]
-        );
-    }
-
-    #[test]
-    fn of_two_copies_the_newest_lsn_wins_then_the_higher_batch() {
-        let bad = PageCheck::Bad(BadPage::Checksum);
-        // Newest LSN wins even from an older batch (another shard's).
-        let (p, _) = plan(
-            vec![copy(1, 1, 300, 7), copy(1, 1, 200, 8)],
-            &[],
-            &[((1, 1), bad)],
-        );
-        let p = p.unwrap();
-        assert_eq!(
-            (p.restores[0].copy.lsn, p.restores[0].copy.batch_seq),
-            (Lsn(300), 7)
-        );
-        assert_eq!(p.counts.superseded, 1);
-        // Equal LSN: the higher batch sequence, in either order.
-        for copies in [
-            vec![copy(1, 1, 300, 7), copy(1, 1, 300, 8)],
-            vec![copy(1, 1, 300, 8), copy(1, 1, 300, 7)],
-        ] {
-            let (p, _) = plan(copies, &[], &[((1, 1), bad)]);
-            let p = p.unwrap();
-            assert_eq!(p.restores[0].copy.batch_seq, 8);
-            assert_eq!(p.restores[0].copy.image, vec![8u8; 8]);
-        }
-    }
-
-    #[test]
-    fn restores_come_sorted_by_file_and_block_and_each_page_is_read_once() {
-        let bad = PageCheck::Bad(BadPage::Checksum);
-        let (p, checked) = plan(
-            vec![
-                copy(2, 5, 300, 1),
-                copy(1, 9, 300, 1),
-                copy(2, 1, 300, 1),
-                copy(2, 5, 310, 2),
-            ],
-            &[],
-            &[((2, 5), bad), ((1, 9), bad), ((2, 1), bad)],
-        );
-        let order: Vec<_> = restored(&p.unwrap()).iter().map(|r| (r.0, r.1)).collect();
-        assert_eq!(order, vec![(1, 9), (2, 1), (2, 5)]);
-        assert_eq!(checked, vec![(1, 9), (2, 1), (2, 5)]);
-    }
-
-    #[test]
-    fn a_read_error_stops_the_plan() {
-        let r = plan_restore(
-            RestoreInput {
-                copies: vec![copy(1, 1, 300, 1)],
-                damaged: &[],
-                redo_lsn: Lsn(100),
-                wal_end: Lsn(1000),
-            },
-            |_| false,
-            |_, _| Err(Error::Invalid("disk gone".into())),
-        );
-        assert!(r.unwrap_err().to_string().contains("disk gone"));
-    }
-}
+#[path = "restore_tests.rs"]
+mod tests;

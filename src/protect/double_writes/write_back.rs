@@ -5,13 +5,18 @@
 
 use super::{sync_files, DoubleWrites, ShardWriter, DEFERRED_FILE};
 use crate::buffer::{PageCopy, PageId, PageWriteProtection};
+use crate::checksum::crc::crc32c;
 use crate::error::{Error, Result};
-use crate::file::Issuer;
+use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
+use crate::lsn::Lsn;
 use crate::page::{page_lsn, verify_page, PageState};
 use crate::protect::double_writes::area::{Shard, AREA_DIR};
 use crate::protect::double_writes::deferred::DeferredCopy;
+use crate::protect::double_writes::manifest::{self, Manifest, ManifestEntry, ManifestOwner};
 use crate::protect::double_writes::shard_file::shard_of;
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 impl DoubleWrites {
     /// Stores the pages of `pages` that `deferred` marks in slots of the
@@ -51,8 +56,13 @@ impl DoubleWrites {
         let copies: Vec<(PageId, DeferredCopy)> = stored
             .iter()
             .map(|&(slot, i)| {
-                let lsn = page_lsn(pages[i].bytes());
-                (pages[i].id(), DeferredCopy { slot, lsn })
+                let bytes = pages[i].bytes();
+                let copy = DeferredCopy {
+                    slot,
+                    lsn: page_lsn(bytes),
+                    crc: crc32c(bytes),
+                };
+                (pages[i].id(), copy)
             })
             .collect();
         let obsolete = self.deferred.publish(&copies);
@@ -171,4 +181,103 @@ impl DoubleWrites {
             }
         }
     }
+
+    /// A checkpoint's last step before its control file: makes every
+    /// deferred page's slot durable and names it in a new manifest, so
+    /// that the redo point `redo` may pass the pages' changes. Call after
+    /// the data files' fsyncs: a page the manifest no longer names must be
+    /// durable in place (or have a durable copy in the area).
+    pub(super) fn write_manifest(&self, redo: Lsn, who: Issuer) -> Result<()> {
+        if !self.deferred.manifest_needed() {
+            // Nothing deferred, none named: the durable (empty) manifest
+            // holds, and no fsync is owed.
+            return Ok(());
+        }
+        let copies = self.deferred.snapshot_for_manifest();
+        let w = &self.shards[Shard::Checkpointer.number() as usize];
+        let written = (|| {
+            // Every copy named was written before the snapshot.
+            self.deferred_file.sync_all(who)?;
+            let seq = self.next_manifest_seq.fetch_add(1, Relaxed);
+            let entries = copies
+                .iter()
+                .map(|&(id, c)| ManifestEntry {
+                    file_id: id.file_id,
+                    block: id.block,
+                    slot: c.slot,
+                    image_crc: c.crc,
+                    lsn: c.lsn,
+                })
+                .collect();
+            let m = Manifest {
+                seq,
+                redo_lsn: redo,
+                entries,
+            };
+            let file = &self.manifests[(seq % 2) as usize];
+            file.write_at(&m.encode(self.owner), 0, who)?;
+            file.sync_all(who)
+        })();
+        self.deferred.manifest_written(written.is_ok());
+        if written.is_ok() {
+            w.stats.manifests.fetch_add(1, Relaxed);
+        }
+        written
+    }
+}
+
+/// Opens `dw/deferred` and the two manifests, creating what is missing
+/// (and fsyncing the directory then: a checkpoint's manifest makes slots
+/// the only copies of pages, so no file may vanish at a power loss, as the
+/// crash laboratory found). Recovery has restored what the file held where
+/// a data page needed it, and fsynced those restores, so an empty manifest
+/// goes out first and the file starts empty.
+pub(super) fn open_deferred_file(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    owner: ManifestOwner,
+    who: Issuer,
+) -> Result<DeferredFiles> {
+    let area_dir = dir.join(AREA_DIR);
+    let mut created = false;
+    let mut open = |path: &Path| {
+        created |= !fs.exists(path);
+        fs.open(path, FileKind::DoubleWrite, OpenOptions::create())
+    };
+    let deferred_file = open(&area_dir.join(DEFERRED_FILE))?;
+    let manifests = [
+        open(&manifest::manifest_path(dir, 0))?,
+        open(&manifest::manifest_path(dir, 1))?,
+    ];
+    if created {
+        fs.sync_dir(&area_dir, who)?;
+    }
+    let mut found = Vec::new();
+    for f in &manifests {
+        let mut bytes = vec![0u8; f.len()? as usize];
+        // Unreadable (a sector torn at a power loss): as good as torn.
+        found.push(f.read_exact_at(&mut bytes, 0, who).ok().map(|()| bytes));
+    }
+    let seq = manifest::newest(&found, owner).map_or(1, |m| m.seq + 1);
+    let empty = Manifest {
+        seq,
+        redo_lsn: Lsn::INVALID,
+        entries: Vec::new(),
+    };
+    let file = &manifests[(seq % 2) as usize];
+    file.write_at(&empty.encode(owner), 0, who)?;
+    file.sync_all(who)?;
+    deferred_file.set_len(0, who)?;
+    Ok(DeferredFiles {
+        slots: deferred_file,
+        manifests,
+        next_manifest_seq: seq + 1,
+    })
+}
+
+/// `dw/deferred` and its manifests, as an opening left them.
+pub(super) struct DeferredFiles {
+    pub slots: Arc<dyn File>,
+    pub manifests: [Arc<dyn File>; 2],
+    pub next_manifest_seq: u64,
 }

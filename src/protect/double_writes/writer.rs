@@ -24,13 +24,15 @@
 
 use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard};
 use super::deferred::DeferredPages;
+use super::manifest::ManifestOwner;
 use super::ring::{Mark, Reserve, Ring};
 use super::shard_file::{self, shard_of, AlignedBuf, GroupSync};
 use super::stats::DoubleWriteStats;
 use crate::buffer::{DataFiles, PageCopy, PageId, PageWriteProtection, WriteTicket};
 use crate::error::{Error, Result};
 use crate::file::segmented::{DurabilityMark, SegmentedFile};
-use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
+use crate::file::{File, FileSystem, Issuer};
+use crate::lsn::Lsn;
 use crate::options::Options;
 use crate::page::page_lsn;
 use crate::settings::ChecksumAlgorithm;
@@ -51,6 +53,9 @@ pub struct AreaSettings {
     /// `double_write_defer_in_place`: evicted pages wait in `dw/deferred`
     /// for the next checkpoint.
     pub defer_in_place: bool,
+    /// `double_write_keep_deferred`: deferred pages stay across
+    /// checkpoints, named by a manifest.
+    pub keep_deferred: bool,
     /// The most pages `dw/deferred` holds: `DEFERRED_PER_AREA` times the
     /// area's blocks.
     pub deferred_slots: u32,
@@ -85,6 +90,9 @@ pub struct ShardStats {
     /// fsyncs of `dw/deferred` that made a write-back's slots its pages'
     /// double-write copies (one per write-back).
     pub deferred_fsyncs: AtomicU64,
+    /// Manifests of `dw/deferred`'s durable slots written (one per
+    /// checkpoint: an fsync of `dw/deferred` and one of the manifest).
+    pub manifests: AtomicU64,
     /// Deferred copies this writer's writes made obsolete before their
     /// write-back (a newer copy, or the page written in place).
     pub obsolete: AtomicU64,
@@ -134,9 +142,15 @@ pub struct DoubleWrites {
     /// Indexed by [`Shard::number`].
     shards: Vec<ShardWriter>,
     /// `dw/deferred`, the slots of deferred pages (fsynced once per
-    /// write-back).
+    /// checkpoint).
     deferred_file: Arc<dyn File>,
     deferred: DeferredPages,
+    /// `dw/manifest-0` and `dw/manifest-1`, by sequence modulo 2.
+    manifests: [Arc<dyn File>; 2],
+    /// The next manifest's sequence.
+    next_manifest_seq: AtomicU64,
+    /// What a manifest is stamped with.
+    owner: ManifestOwner,
     /// The images of a write-back read back from `dw/deferred`, kept
     /// between checkpoints (write-backs run one at a time).
     write_back_images: Mutex<Vec<u8>>,
@@ -201,6 +215,7 @@ impl AreaSettings {
             batch_pages: batch,
             eviction_pages: eviction,
             defer_in_place: options.double_write_defer_in_place,
+            keep_deferred: options.double_write_keep_deferred,
             checksums,
         })
     }
@@ -244,20 +259,11 @@ impl DoubleWrites {
                 stats: stats.shard_handle(shard),
             });
         }
-        // Recovery has restored what the file held where a data page
-        // needed it (and fsynced those restores): start empty.
-        let area_dir = dir.join(super::area::AREA_DIR);
-        let deferred_path = area_dir.join(DEFERRED_FILE);
-        let created = !fs.exists(&deferred_path);
-        let deferred_file =
-            fs.open(&deferred_path, FileKind::DoubleWrite, OpenOptions::create())?;
-        deferred_file.set_len(0, Issuer::Recovery)?;
-        // A write-back's fsync of the file makes its slots the only copies
-        // of pages being written in place: the file must not vanish at a
-        // power loss (the crash laboratory's lost directory entries).
-        if created {
-            fs.sync_dir(&area_dir, Issuer::Recovery)?;
-        }
+        let owner = ManifestOwner {
+            page_size: page_size as u32,
+            system_id,
+        };
+        let opened = write_back::open_deferred_file(fs, dir, owner, Issuer::Recovery)?;
         Ok(DoubleWrites {
             dir: dir.to_path_buf(),
             files,
@@ -265,8 +271,11 @@ impl DoubleWrites {
             settings,
             next_batch_seq: AtomicU64::new(first_batch_seq.max(1)),
             shards,
-            deferred_file,
+            deferred_file: opened.slots,
             deferred: DeferredPages::new(settings.deferred_slots),
+            manifests: opened.manifests,
+            next_manifest_seq: AtomicU64::new(opened.next_manifest_seq),
+            owner,
             write_back_images: Mutex::new(Vec::new()),
         })
     }
@@ -430,10 +439,6 @@ impl PageWriteProtection for DoubleWrites {
             .filter(|&(i, _)| !deferred.get(i).copied().unwrap_or(false))
             .map(|(_, c)| (c.id(), c.bytes()))
             .collect();
-        // Written in place from a newer version than any deferred copy;
-        // before the reservation, as it may wait out a write-back.
-        let dropped = self.deferred.supersede(in_place.iter().map(|p| p.0));
-        w.stats.obsolete.fetch_add(dropped as u64, Relaxed);
         if in_place.is_empty() {
             return Ok(WriteTicket {
                 entry: NO_ENTRY,
@@ -447,6 +452,13 @@ impl PageWriteProtection for DoubleWrites {
             self.complete(ticket, Vec::new());
             return Err(e);
         }
+        // Written in place from a newer version than any deferred copy. Only
+        // now, with the area's copy durable: a manifest written meanwhile no
+        // longer names the deferred copy, which may be the page's only
+        // version at the redo point until this one is. Before the in-place
+        // writes, as it waits out a write-back of an older version.
+        let dropped = self.deferred.supersede(in_place.iter().map(|p| p.0));
+        w.stats.obsolete.fetch_add(dropped as u64, Relaxed);
         Ok(WriteTicket {
             entry: ticket,
             deferred,
@@ -496,8 +508,16 @@ impl PageWriteProtection for DoubleWrites {
         self.deferred.len()
     }
 
+    fn write_back_due(&self, shutdown: bool) -> bool {
+        shutdown || !self.settings.keep_deferred || self.deferred.half_full()
+    }
+
     fn write_back_paced(&self, who: Issuer, progress: &mut dyn FnMut(usize)) -> Result<usize> {
         self.write_back_deferred(who, progress)
+    }
+
+    fn persist_deferred(&self, redo: Lsn, who: Issuer) -> Result<()> {
+        self.write_manifest(redo, who)
     }
 
     fn forget_file(&self, file_id: u32) {

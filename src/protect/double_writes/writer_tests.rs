@@ -6,6 +6,7 @@ use crate::buffer::PageId;
 use crate::file::posix::PosixFileSystem;
 use crate::page::{init_page, set_checksum, set_page_lsn, PageKind};
 use crate::protect::double_writes::area::{scan_shard, Expect};
+use crate::protect::double_writes::manifest;
 use crate::settings::{ChecksumAlgorithm, CreationSettings};
 use crate::Lsn;
 
@@ -29,6 +30,7 @@ fn area(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> AreaSetti
         batch_pages,
         eviction_pages: 32,
         defer_in_place,
+        keep_deferred: true,
         deferred_slots: area_blocks,
         checksums: ChecksumAlgorithm::Crc32c,
     }
@@ -355,4 +357,71 @@ fn a_page_written_in_place_later_is_no_longer_read_from_its_old_copy() {
     // Nor is the old copy written back over it.
     s.dw.write_back_all(Issuer::Checkpointer).unwrap();
     assert_eq!(lsn_in_place(&s, 1), Some(200));
+}
+
+/// The newest valid manifest in `dir`'s area.
+fn newest_manifest(dir: &Path) -> manifest::Manifest {
+    let files: Vec<Option<Vec<u8>>> = (0..2)
+        .map(|seq| std::fs::read(manifest::manifest_path(dir, seq)).ok())
+        .collect();
+    let owner = ManifestOwner {
+        page_size: PS as u32,
+        system_id: SYSTEM_ID,
+    };
+    manifest::newest(&files, owner).expect("a valid manifest")
+}
+
+#[test]
+fn a_checkpoint_names_every_deferred_page_in_a_durable_manifest() {
+    let s = deferring_with_file_7();
+    let opened = newest_manifest(&s.dir);
+    assert!(opened.entries.is_empty(), "an opening starts empty");
+    let pages = [page(7, 1, 100), page(7, 2, 101)];
+    write(&s, &pages, Issuer::Client);
+    assert!(!s.dw.write_back_due(false), "2 of 8 slots taken");
+    assert!(s.dw.write_back_due(true), "a shutdown writes them back");
+    s.dw.persist_deferred(Lsn(150), Issuer::Checkpointer)
+        .unwrap();
+    let m = newest_manifest(&s.dir);
+    assert_eq!((m.seq, m.redo_lsn), (opened.seq + 1, Lsn(150)));
+    let named: Vec<(u32, u32, u64, u32)> = m
+        .entries
+        .iter()
+        .map(|e| (e.file_id, e.block, e.lsn.0, e.image_crc))
+        .collect();
+    let crc = |p: &PageCopy| crate::checksum::crc::crc32c(p.bytes());
+    assert_eq!(
+        named,
+        vec![(7, 1, 100, crc(&pages[0])), (7, 2, 101, crc(&pages[1]))]
+    );
+    let checkpointer = s.dw.stats(Shard::Checkpointer);
+    assert_eq!(checkpointer.manifests.load(Relaxed), 1);
+    // The pages stay deferred, not written in place.
+    assert_eq!((lsn_read(&s, 1), lsn_in_place(&s, 1)), (Some(100), None));
+    // A newer copy of page 1 never takes the slot the manifest names, which
+    // keeps the older copy until a later manifest is durable.
+    write(&s, &[page(7, 1, 200), page(7, 3, 201)], Issuer::Client);
+    let slots: Vec<u32> = [1, 3]
+        .iter()
+        .map(|&b| s.dw.deferred.lookup(PageId::new(7, b)).unwrap().slot)
+        .collect();
+    assert!(!slots.contains(&m.entries[0].slot), "{slots:?}");
+    let file = std::fs::read(s.dir.join("dw").join(DEFERRED_FILE)).unwrap();
+    let at = m.entries[0].slot as usize * PS;
+    assert_eq!(page_lsn(&file[at..at + PS]), Lsn(100));
+    // Another opening writes an empty manifest above it.
+    drop(s.dw);
+    let again = DoubleWrites::open(
+        &PosixFileSystem::default(),
+        &s.dir,
+        SYSTEM_ID,
+        s.files.clone(),
+        area(8, 8, true),
+        1,
+        &DoubleWriteStats::default(),
+    )
+    .unwrap();
+    drop(again);
+    let reopened = newest_manifest(&s.dir);
+    assert_eq!((reopened.seq, reopened.entries.len()), (m.seq + 1, 0));
 }
