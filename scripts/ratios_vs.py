@@ -3,13 +3,13 @@
 against one of them (default `off`), by round, with 95 % t intervals on the
 log ratios: the rule of src/lab/confidence.rs, for a baseline the report
 does not show. Usage: scripts/ratios_vs.py RESULTS.json ["BASELINE NAME"]
-(names as printed: "off", "full_pages", "double_writes 64MB defer=on")."""
+(names as printed: "off", "full_pages", "double_writes 64MB defer=on keep=on")."""
 import json,math,sys
 T={2:12.706,3:4.303,4:3.182,5:2.776,6:2.571,7:2.447,8:2.365,9:2.306,10:2.262}
 d=json.load(open(sys.argv[1]))
 def name(r):
     s=r['settings']; n=s['torn_page_protection']
-    if n=='double_writes': n+=' %dMB defer=%s'%(int(s['double_write_buffer_size'])>>20, s['double_write_defer_in_place'])
+    if n=='double_writes': n+=' %dMB defer=%s keep=%s'%(int(s['double_write_buffer_size'])>>20, s['double_write_defer_in_place'], s.get('double_write_keep_deferred','off'))
     if s.get('wal_compression','off')!='off': n+=' +'+s['wal_compression']
     return n
 by={}
