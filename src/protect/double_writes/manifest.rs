@@ -12,6 +12,8 @@
 //! durable: `deferred.rs`).
 
 use crate::checksum::crc::crc32c;
+use crate::error::Result;
+use crate::file::{File, Issuer};
 use crate::lsn::Lsn;
 use std::path::{Path, PathBuf};
 
@@ -122,6 +124,17 @@ impl Manifest {
             redo_lsn: Lsn(u64_at(32)),
             entries,
         })
+    }
+}
+
+/// A manifest file's bytes; None where a read fails with EIO (a sector torn
+/// at a power loss: as good as a torn manifest). Other errors stop.
+pub fn read_bytes(file: &dyn File, who: Issuer) -> Result<Option<Vec<u8>>> {
+    let mut bytes = vec![0u8; file.len()? as usize];
+    match file.read_exact_at(&mut bytes, 0, who) {
+        Ok(()) => Ok(Some(bytes)),
+        Err(e) if super::recover::is_eio(&e) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

@@ -2,12 +2,14 @@
 //! read every shard and `dw/deferred`, plan the restores ([`plan_restore`]),
 //! write the planned copies in place and fsync their data files.
 //!
-//! `dw/deferred`'s slots are copies too: a checkpoint writes deferred pages
-//! in place straight from their slots, made durable by one fsync of the
-//! file, so a torn in-place write of such a page has its only copy there
-//! ([`super::deferred`]). A slot is a whole page naming its own file and
-//! block under its checksum, so it needs no descriptor; one that fails its
-//! checks was never relied on and is skipped.
+//! `dw/deferred`'s slots are copies too ([`super::deferred`]). The slots the
+//! newest valid manifest names hold pages whose data files may be older
+//! than the redo point: they are checked against their entries and usable
+//! at any LSN, and a damaged one is an error unless its page is as new. Any
+//! other slot is a whole page naming its own file and block under its
+//! checksum (a write-back writes pages in place straight from their
+//! fsynced slots), usable in the window like an area copy; one that fails
+//! its checks was never relied on and is skipped.
 //!
 //! Runs whenever `DIR/dw/` exists, whatever mode the control file names: a
 //! copy is only ever written over a page that is bad or not newer, so an
@@ -289,13 +291,7 @@ fn read_manifest(
             continue;
         }
         let file = fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?;
-        let mut bytes = vec![0u8; file.len()? as usize];
-        match file.read_exact_at(&mut bytes, 0, Issuer::Recovery) {
-            Ok(()) => found.push(Some(bytes)),
-            // A sector torn at a power loss: as good as a torn manifest.
-            Err(e) if is_eio(&e) => found.push(None),
-            Err(e) => return Err(e),
-        }
+        found.push(manifest::read_bytes(file.as_ref(), Issuer::Recovery)?);
     }
     let entries = manifest::newest(&found, owner).map_or_else(Vec::new, |m| m.entries);
     Ok(entries.into_iter().map(|e| (e.slot, e)).collect())
@@ -382,7 +378,7 @@ fn scan_deferred(
     Ok(out)
 }
 
-fn is_eio(e: &Error) -> bool {
+pub(super) fn is_eio(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::EIO))
 }
 

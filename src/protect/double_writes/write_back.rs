@@ -1,6 +1,7 @@
 //! The I/O of deferred in-place writes ([`super::super::deferred`]): storing
-//! evicted pages in `dw/deferred`, reading them back, and writing them
-//! back in place at a checkpoint, with their fsynced slots as their
+//! evicted pages in `dw/deferred`, reading them back, naming them in a
+//! manifest at each checkpoint, opening the file and its manifests, and
+//! writing them back in place, with their fsynced slots as their
 //! double-write copies.
 
 use super::{sync_files, DoubleWrites, ShardWriter, DEFERRED_FILE};
@@ -252,12 +253,10 @@ pub(super) fn open_deferred_file(
     if created {
         fs.sync_dir(&area_dir, who)?;
     }
-    let mut found = Vec::new();
-    for f in &manifests {
-        let mut bytes = vec![0u8; f.len()? as usize];
-        // Unreadable (a sector torn at a power loss): as good as torn.
-        found.push(f.read_exact_at(&mut bytes, 0, who).ok().map(|()| bytes));
-    }
+    let found = manifests
+        .iter()
+        .map(|f| manifest::read_bytes(f.as_ref(), who))
+        .collect::<Result<Vec<_>>>()?;
     let seq = manifest::newest(&found, owner).map_or(1, |m| m.seq + 1);
     let empty = Manifest {
         seq,

@@ -18,9 +18,10 @@
 //! With `double_write_defer_in_place`, pages the background writer or a
 //! client evicts skip all of this ([`super::deferred`]): they go to slots
 //! of `dw/deferred`, unfsynced; the pool skips their in-place writes and
-//! reads them from there meanwhile; the next checkpoint fsyncs that file
-//! once and writes them in place, the slots serving as their copies
-//! (`write_back.rs`).
+//! reads them from there meanwhile. Each checkpoint fsyncs that file and
+//! names the slots in a manifest; a write-back (the file half full, a
+//! shutdown, a switch) writes them in place, the slots serving as their
+//! copies (`write_back.rs`).
 
 use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard};
 use super::deferred::DeferredPages;
