@@ -239,9 +239,11 @@ view! {
         /// fsyncs of the shard file, each shared by the writes it covered.
         fsyncs: u64,
         /// Pages given a durable double-write copy per fsync that made
-        /// them durable: `(pages + written_back) / (fsyncs +
-        /// deferred_fsyncs)` (a write-back's pages are covered by one fsync
-        /// of `dw/deferred`, not by the area's). Recomputed, never summed.
+        /// them durable: `(pages + written_back + deferred) / (fsyncs +
+        /// deferred_fsyncs + 2 * manifests)` (a write-back's pages are
+        /// covered by one fsync of `dw/deferred`, a checkpoint's deferred
+        /// pages by its manifest's two; `deferred` counts only in a row
+        /// with manifests). Recomputed, never summed.
         pages_per_fsync: f64,
         /// Data-file fsyncs a writer ran itself to reuse slots whose pages
         /// were not yet durable in place.
@@ -306,9 +308,13 @@ impl DoubleWriteFigures {
     }
 
     fn derive(mut self) -> DoubleWriteFigures {
+        // Deferred pages become durable copies by the manifests' fsyncs (of
+        // dw/deferred, then of the manifest): only a row that wrote them
+        // counts its deferred pages.
+        let by_manifest = if self.manifests > 0 { self.deferred } else { 0 };
         self.pages_per_fsync = ratio(
-            self.pages + self.written_back,
-            self.fsyncs + self.deferred_fsyncs,
+            self.pages + self.written_back + by_manifest,
+            self.fsyncs + self.deferred_fsyncs + 2 * self.manifests,
         );
         self
     }

@@ -196,21 +196,34 @@ fn bad_names_and_specs_are_refused_clearly() {
     db.close().unwrap();
 }
 
-#[test]
-fn a_run_under_double_writes_counts_page_images_by_writer() {
-    let dir = tempfile::tempdir().unwrap();
+/// A 400-ms oltp_update_non_index run under double writes on a fresh
+/// database whose pool holds the data, with one checkpoint in its middle:
+/// the only writer of pages (no background writer).
+fn double_writes_run_with_a_checkpoint(
+    dir: &std::path::Path,
+    keep_deferred: bool,
+) -> (Database, Run) {
     let w = by_name("oltp_update_non_index", &scale()).unwrap();
     let mut o = options();
     o.creation.torn_page_protection = Some(untorn::TornPageProtection::DoubleWrites);
-    // Only the checkpoint below writes pages (the pool holds the data).
     o.bgwriter_lru_maxpages = 0;
-    let db = fresh_database(&dir.path().join("db"), o, w.as_ref()).unwrap();
+    o.double_write_keep_deferred = keep_deferred;
+    let db = fresh_database(&dir.join("db"), o, w.as_ref()).unwrap();
     let r = std::thread::scope(|s| {
         let runner = s.spawn(|| run_once(&db, w.as_ref(), &spec(400), 0, 9));
         std::thread::sleep(Duration::from_millis(200));
         db.checkpoint().unwrap();
         runner.join().unwrap().unwrap()
     });
+    (db, r)
+}
+
+#[test]
+fn a_run_under_double_writes_counts_page_images_by_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    // The checkpoint's pages go through the area (kept, they would stay in
+    // dw/deferred: the next test).
+    let (db, r) = double_writes_run_with_a_checkpoint(dir.path(), false);
     let dw = r.statistics.double_write;
     let ckpt = dw.checkpointer;
     assert!(ckpt.pages > 0 && ckpt.fsyncs > 0, "{dw:?}");
@@ -236,5 +249,29 @@ fn a_run_under_double_writes_counts_page_images_by_writer() {
         ckpt.pages as f64 / ckpt.fsyncs as f64
     );
     assert_eq!(c.dw_client_pages_per_fsync, 0.0, "no client wrote a page");
+    db.close().unwrap();
+}
+
+#[test]
+fn a_checkpoint_that_keeps_its_pages_counts_them_deferred() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, r) = double_writes_run_with_a_checkpoint(dir.path(), true);
+    let dw = r.statistics.double_write;
+    let ckpt = dw.checkpointer;
+    // Written once, to dw/deferred, and named by the checkpoint's manifest:
+    // neither in the area nor in place.
+    assert!(ckpt.deferred > 0 && ckpt.manifests >= 1, "{dw:?}");
+    assert_eq!((ckpt.pages, r.checkpointer_page_writes), (0, 0), "{dw:?}");
+    let total = dw.total();
+    assert_eq!(r.dw_page_writes, total.pages + total.deferred);
+    let mut c = untorn::lab::result::ConfigResult {
+        runs: vec![r],
+        ..Default::default()
+    };
+    c.summarize();
+    assert_eq!(
+        c.dw_checkpoint_pages_per_fsync,
+        ckpt.deferred as f64 / (2 * ckpt.manifests) as f64
+    );
     db.close().unwrap();
 }

@@ -125,9 +125,11 @@ pub trait PageWriteProtection: Send + Sync {
         0
     }
 
-    /// Whether a checkpoint should write every deferred page in place
-    /// ([`Self::write_back_paced`]); a shutdown checkpoint always does.
-    fn write_back_due(&self, _shutdown: bool) -> bool {
+    /// Called as a checkpoint starts: whether it writes every deferred
+    /// page in place ([`Self::write_back_paced`]); a shutdown checkpoint
+    /// always does. One that does not may have its own page writes
+    /// deferred too, until [`Self::persist_deferred`] makes them durable.
+    fn begin_checkpoint(&self, _shutdown: bool) -> bool {
         false
     }
 

@@ -90,7 +90,7 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
     // deferred now; more may come), then files to fsync (the open files
     // now, a close bound: a file first opened meanwhile adds one).
     let protection = engine.pool.page_write_protection();
-    let write_back = protection.write_back_due(reason == Reason::Shutdown);
+    let write_back = protection.begin_checkpoint(reason == Reason::Shutdown);
     let deferred = if write_back {
         protection.deferred_pages()
     } else {
@@ -120,7 +120,8 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
         }
         schedule.pause(done as f64 / units);
     }
-    // Evicted pages whose in-place write was deferred stay where they are
+    // Pages whose in-place write was deferred (evicted ones, and this
+    // checkpoint's own unless it writes back) stay where they are
     // (persist_deferred below), unless their file fills or the engine shuts
     // down: then they go in place now, made durable by the fsyncs below.
     // Paced like the pool's pages: at full speed they were a burst of

@@ -90,9 +90,10 @@ pub struct Run {
     pub bgwriter_page_writes: u64,
     #[serde(default)]
     pub checkpointer_page_writes: u64,
-    /// Page images written to the double-write area (header blocks not
-    /// counted) and fsyncs of the area and of `dw/deferred`, every writer
-    /// (0 without double writes). By writer in `statistics.double_write`.
+    /// Page images written to the double-write area or stored in
+    /// `dw/deferred` (header blocks not counted), and fsyncs of the area,
+    /// of `dw/deferred` and of its manifests, every writer (0 without
+    /// double writes). By writer in `statistics.double_write`.
     pub dw_page_writes: u64,
     pub dw_fsyncs: u64,
     pub checkpoints: u64,

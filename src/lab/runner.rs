@@ -493,7 +493,7 @@ pub fn run_once(
         client_page_writes: end.writer_pages[0] - base.writer_pages[0],
         bgwriter_page_writes: end.writer_pages[1] - base.writer_pages[1],
         checkpointer_page_writes: end.writer_pages[2] - base.writer_pages[2],
-        dw_page_writes: dw.pages,
+        dw_page_writes: dw.pages + dw.deferred,
         dw_fsyncs: dw.fsyncs + dw.deferred_fsyncs + 2 * dw.manifests,
         checkpoints: end.checkpoints - base.checkpoints,
         series: ser.samples,

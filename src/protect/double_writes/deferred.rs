@@ -3,7 +3,9 @@
 //!
 //! With deferral on, a page the background writer or a client evicts is
 //! not written in place and not written to the area: it goes to a slot of
-//! `dw/deferred`, a plain buffered file. Reads of the page are served from
+//! `dw/deferred`, a plain buffered file. So does a page a checkpoint
+//! writes when it writes nothing back (`double_write_keep_deferred`): its
+//! manifest, written after the page, names the slot. Reads of the page are served from
 //! that slot until the page is written in place.
 //!
 //! Why the slot needs no fsync between checkpoints: its data file holds an

@@ -86,22 +86,37 @@ fn crash_after_update_with(
     }
 }
 
-/// Loads rows into table `t` of a new database in `dir`, checkpoints,
-/// updates row 500 and lets a client write the dirty pages (as an
-/// eviction would), runs `after_flush`, then crashes. Returns `t`'s file.
-fn update_and_flush(dir: &Path, options: Options, after_flush: impl FnOnce(&Database)) -> u32 {
-    let db = Database::create(dir, options).unwrap();
+/// Loads rows into table `t` of a new database in `dir` and closes it
+/// (the loaded pages go in place), reopens it and updates row 500.
+fn load_and_update(dir: &Path, options: Options) -> (Database, u32) {
+    let db = Database::create(dir, options.clone()).unwrap();
     let t = db.create_table("t").unwrap();
     db.bulk_load(&t, (0..ROWS).map(|i| (key_u64(i), row(i, 0))))
         .unwrap();
-    db.checkpoint().unwrap();
+    db.close().unwrap();
+    let db = Database::open(dir, options).unwrap();
+    let t = db.table("t").unwrap();
     let mut tx = db.begin();
     tx.update(&t, &key_u64(500), &row(500, 1)).unwrap();
     tx.commit().unwrap();
+    (db, t.file_id)
+}
+
+/// [`load_and_update`], then lets a client write the dirty pages (as an
+/// eviction would), runs `after_flush`, and crashes. Returns `t`'s file.
+fn update_and_flush(dir: &Path, options: Options, after_flush: impl FnOnce(&Database)) -> u32 {
+    let (db, file_id) = load_and_update(dir, options);
     db.engine.pool.flush_dirty(Issuer::Client, 64).unwrap();
     after_flush(&db);
     drop(db); // a crash: no shutdown checkpoint
-    t.file_id
+    file_id
+}
+
+/// Whether `dir`'s data file `file_id` holds row 500's update in place.
+fn update_in_place(dir: &Path, file_id: u32) -> bool {
+    let data = std::fs::read(dir.join("data").join(file_id.to_string())).unwrap();
+    let needle = b"ROW-00500-v1-";
+    data.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Tears the page: its second half holds other bytes.
@@ -393,10 +408,8 @@ fn crash_with_a_page_deferred_across_a_checkpoint(root: &Path) -> (PathBuf, Opti
             "kept across the checkpoint"
         );
     });
-    let data = std::fs::read(dir.join("data").join(file_id.to_string())).unwrap();
-    let needle = b"ROW-00500-v1-";
     assert!(
-        !data.windows(needle.len()).any(|w| w == needle),
+        !update_in_place(&dir, file_id),
         "the update is only in dw/deferred"
     );
     (dir, opts)
@@ -451,4 +464,25 @@ fn a_damaged_slot_the_manifest_names_stops_the_opening_naming_the_page() {
         e.contains("data file") && e.contains("block") && e.contains("dw/deferred"),
         "{e}"
     );
+}
+
+#[test]
+fn a_page_a_checkpoint_deferred_is_restored_from_its_manifest() {
+    let root = tempfile::tempdir().unwrap();
+    let opts = Options {
+        double_write_defer_in_place: true,
+        ..options(TornPageProtection::DoubleWrites)
+    };
+    let dir = root.path().join("db");
+    // No client writes the page: the checkpoint stores it in dw/deferred
+    // and its redo point passes the update.
+    let (db, file_id) = load_and_update(&dir, opts.clone());
+    db.checkpoint().unwrap();
+    let deferred = db.statistics().double_write.checkpointer.deferred;
+    assert!(deferred >= 1, "{deferred}");
+    drop(db); // a crash
+    assert!(!update_in_place(&dir, file_id), "only in dw/deferred");
+    let db = Database::open(&dir, opts).unwrap();
+    assert!(db.recovery.pages_repaired_below_redo >= 1);
+    assert_rows_and_verify(db, &dir);
 }

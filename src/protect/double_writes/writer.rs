@@ -39,7 +39,7 @@ use crate::page::page_lsn;
 use crate::settings::ChecksumAlgorithm;
 use parking_lot::{Condvar, Mutex};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 /// How a double-write area is laid out (run-time settings).
@@ -155,6 +155,9 @@ pub struct DoubleWrites {
     /// The images of a write-back read back from `dw/deferred`, kept
     /// between checkpoints (write-backs run one at a time).
     write_back_images: Mutex<Vec<u8>>,
+    /// Whether the checkpoint running now stores its pages in
+    /// `dw/deferred` too (it writes none back: see `begin_checkpoint`).
+    checkpoint_defers: AtomicBool,
 }
 
 /// The file of deferred pages, under the database directory.
@@ -278,6 +281,7 @@ impl DoubleWrites {
             next_manifest_seq: AtomicU64::new(opened.next_manifest_seq),
             owner,
             write_back_images: Mutex::new(Vec::new()),
+            checkpoint_defers: AtomicBool::new(false),
         })
     }
 
@@ -394,13 +398,13 @@ impl DoubleWrites {
     }
 
     /// Which of `pages` wait for their slots' reuse to go in place: none
-    /// unless `double_write_defer_in_place`, and never a page whose
-    /// segment file does not exist yet (recovery takes a missing file for
-    /// a dropped one).
+    /// unless `double_write_defer_in_place`, none of a checkpoint's that
+    /// writes the deferred pages back (it would write them twice), and
+    /// never a page whose segment file does not exist yet (recovery takes
+    /// a missing file for a dropped one).
     fn to_defer(&self, pages: &[PageCopy], who: Issuer) -> Result<Vec<bool>> {
-        // The checkpoint's pages go in place at once: it must write them
-        // in place before it completes anyway.
-        if !self.settings.defer_in_place || shard_of(who) == Shard::Checkpointer {
+        let checkpoint = shard_of(who) == Shard::Checkpointer;
+        if !self.settings.defer_in_place || (checkpoint && !self.checkpoint_defers.load(Acquire)) {
             return Ok(Vec::new());
         }
         pages
@@ -509,8 +513,13 @@ impl PageWriteProtection for DoubleWrites {
         self.deferred.len()
     }
 
-    fn write_back_due(&self, shutdown: bool) -> bool {
-        shutdown || !self.settings.keep_deferred || self.deferred.half_full()
+    fn begin_checkpoint(&self, shutdown: bool) -> bool {
+        let write_back = shutdown || !self.settings.keep_deferred || self.deferred.half_full();
+        // A checkpoint that writes nothing back stores its own pages in
+        // dw/deferred: written once there, made durable by its manifest,
+        // instead of twice (area, then in place) at every checkpoint.
+        self.checkpoint_defers.store(!write_back, Release);
+        write_back
     }
 
     fn write_back_paced(&self, who: Issuer, progress: &mut dyn FnMut(usize)) -> Result<usize> {
@@ -518,6 +527,7 @@ impl PageWriteProtection for DoubleWrites {
     }
 
     fn persist_deferred(&self, redo: Lsn, who: Issuer) -> Result<()> {
+        self.checkpoint_defers.store(false, Release);
         self.write_manifest(redo, who)
     }
 

@@ -378,8 +378,8 @@ fn a_checkpoint_names_every_deferred_page_in_a_durable_manifest() {
     assert!(opened.entries.is_empty(), "an opening starts empty");
     let pages = [page(7, 1, 100), page(7, 2, 101)];
     write(&s, &pages, Issuer::Client);
-    assert!(!s.dw.write_back_due(false), "2 of 8 slots taken");
-    assert!(s.dw.write_back_due(true), "a shutdown writes them back");
+    assert!(!s.dw.begin_checkpoint(false), "2 of 8 slots taken");
+    assert!(s.dw.begin_checkpoint(true), "a shutdown writes them back");
     s.dw.persist_deferred(Lsn(150), Issuer::Checkpointer)
         .unwrap();
     let m = newest_manifest(&s.dir);
@@ -424,4 +424,34 @@ fn a_checkpoint_names_every_deferred_page_in_a_durable_manifest() {
     drop(again);
     let reopened = newest_manifest(&s.dir);
     assert_eq!((reopened.seq, reopened.entries.len()), (m.seq + 1, 0));
+}
+
+#[test]
+fn a_checkpoint_that_writes_nothing_back_defers_its_own_pages() {
+    let s = deferring_with_file_7();
+    let checkpointer = s.dw.stats(Shard::Checkpointer);
+    assert!(!s.dw.begin_checkpoint(false), "nothing to write back");
+    write(&s, &[page(7, 1, 100)], Issuer::Checkpointer);
+    assert_eq!((lsn_read(&s, 1), lsn_in_place(&s, 1)), (Some(100), None));
+    assert_eq!(checkpointer.deferred.load(Relaxed), 1);
+    assert_eq!(checkpointer.pages.load(Relaxed), 0, "nothing in the area");
+    s.dw.persist_deferred(Lsn(150), Issuer::Checkpointer)
+        .unwrap();
+    let named: Vec<(u32, u64)> = newest_manifest(&s.dir)
+        .entries
+        .iter()
+        .map(|e| (e.block, e.lsn.0))
+        .collect();
+    assert_eq!(named, vec![(1, 100)], "durable by its manifest");
+    // Outside a checkpoint, and in one that writes the deferred pages
+    // back (here a shutdown's), the checkpointer's pages go in place.
+    write(&s, &[page(7, 2, 200)], Issuer::Checkpointer);
+    assert!(s.dw.begin_checkpoint(true));
+    write(&s, &[page(7, 3, 300)], Issuer::Checkpointer);
+    assert_eq!(
+        (lsn_in_place(&s, 2), lsn_in_place(&s, 3)),
+        (Some(200), Some(300))
+    );
+    assert_eq!(checkpointer.pages.load(Relaxed), 2);
+    assert_eq!(checkpointer.deferred.load(Relaxed), 1);
 }
