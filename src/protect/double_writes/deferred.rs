@@ -4,9 +4,9 @@
 //! With deferral on, a page the background writer or a client evicts is
 //! not written in place and not written to the area: it goes to a slot of
 //! `dw/deferred`, a plain buffered file. So does a page a checkpoint
-//! writes when it writes nothing back (`double_write_keep_deferred`): its
-//! manifest, written after the page, names the slot. Reads of the page are served from
-//! that slot until the page is written in place.
+//! writes, other than a shutdown's (`double_write_keep_deferred`): its
+//! manifest, written after the page, names the slot. Reads of the page
+//! are served from that slot until the page is written in place.
 //!
 //! Why the slot needs no fsync between checkpoints: its data file holds an
 //! intact older version, and the WAL, flushed past the page's LSN before
@@ -18,6 +18,11 @@
 //! the control file; recovery trusts those slots at any LSN. The page is
 //! written in place only when it is written from a newer version, or by a
 //! write-back (the file more than half full, a shutdown, a switch of mode).
+//! A checkpoint's write-back takes only the cold pages, those not stored
+//! again since the checkpoint began (its era, [`DeferredPages::next_era`]),
+//! as a log cleaner moves only a segment's data nobody rewrote: a hot page
+//! would otherwise be written in place at each write-back and deferred
+//! again at once. Shutdowns and switches write back all.
 //! A write-back uses the fsynced slots as the pages' double-write copies
 //! and frees them only after the data files' fsync.
 //!
@@ -66,11 +71,20 @@ pub struct DeferredCopy {
     pub crc: u32,
 }
 
+/// A copy in `live`, with the checkpoint era it was stored in.
+#[derive(Clone, Copy)]
+struct Live {
+    copy: DeferredCopy,
+    era: u64,
+}
+
 #[derive(Default)]
 struct Slots {
     /// Looked up on every buffer-pool miss: keyed with the page table's
     /// cheap hasher (SipHash took 2 % of oltp_write_only's CPU here).
-    live: PageMap<DeferredCopy>,
+    live: PageMap<Live>,
+    /// Bumped as each checkpoint starts ([`DeferredPages::next_era`]).
+    era: u64,
     /// Claimed by the write-back in progress.
     writing_back: PageMap<DeferredCopy>,
     /// Freed slots, reused lowest first.
@@ -152,10 +166,11 @@ impl DeferredPages {
     /// (their slots are free).
     pub fn publish(&self, stored: &[(PageId, DeferredCopy)]) -> usize {
         let mut s = self.slots.lock();
+        let era = s.era;
         let mut obsolete = 0;
         for &(id, copy) in stored {
-            if let Some(old) = s.live.insert(id, copy) {
-                s.release(old.slot);
+            if let Some(old) = s.live.insert(id, Live { copy, era }) {
+                s.release(old.copy.slot);
                 obsolete += 1;
             }
         }
@@ -183,7 +198,7 @@ impl DeferredPages {
         let mut dropped = 0;
         for id in ids {
             if let Some(old) = s.live.remove(&id) {
-                s.release(old.slot);
+                s.release(old.copy.slot);
                 dropped += 1;
             }
         }
@@ -193,7 +208,10 @@ impl DeferredPages {
     /// Where page `id`'s newest copy lies, if its in-place write waits.
     pub fn lookup(&self, id: PageId) -> Option<DeferredCopy> {
         let s = self.slots.lock();
-        s.live.get(&id).or_else(|| s.writing_back.get(&id)).copied()
+        s.live
+            .get(&id)
+            .map(|l| l.copy)
+            .or_else(|| s.writing_back.get(&id).copied())
     }
 
     /// Pages deferred now (claimed ones included).
@@ -211,14 +229,40 @@ impl DeferredPages {
         self.slots.lock().used
     }
 
+    /// A checkpoint starts: copies stored from now on are of its era, and
+    /// those stored before are cold unless stored again.
+    pub fn next_era(&self) {
+        self.slots.lock().era += 1;
+    }
+
     /// Claims every page deferred now for a write-back, sorted by page. A
     /// page deferred again meanwhile gets a new slot, so the claimed ones
     /// stay as they are until the write-back ends.
     pub fn claim_all(&self) -> Claimed<'_> {
+        self.claim(false)
+    }
+
+    /// Claims the cold pages: those whose newest copy was stored before
+    /// the current era began. A checkpoint that defers its own pages
+    /// writes back only these: its own copies, and the pages evicted
+    /// during it, would only be written twice, as a log cleaner leaves a
+    /// segment's live data that is still being rewritten.
+    pub fn claim_cold(&self) -> Claimed<'_> {
+        self.claim(true)
+    }
+
+    fn claim(&self, cold_only: bool) -> Claimed<'_> {
         let order = self.order.lock();
         let mut s = self.slots.lock();
-        let live = std::mem::take(&mut s.live);
-        let mut pages: Vec<(PageId, DeferredCopy)> = live.into_iter().collect();
+        let era = s.era;
+        let mut pages: Vec<(PageId, DeferredCopy)> = Vec::new();
+        s.live.retain(|&id, l| {
+            let claim = !cold_only || l.era < era;
+            if claim {
+                pages.push((id, l.copy));
+            }
+            !claim
+        });
         pages.sort_by_key(|p| p.0);
         s.writing_back.extend(pages.iter().copied());
         Claimed {
@@ -249,7 +293,8 @@ impl DeferredPages {
             if s.live.contains_key(id) {
                 s.release(c.slot);
             } else {
-                s.live.insert(*id, c);
+                // Cold: it was claimed as such, or by a claim of all.
+                s.live.insert(*id, Live { copy: c, era: 0 });
             }
         }
     }
@@ -263,7 +308,7 @@ impl DeferredPages {
             .live
             .iter()
             .filter(|(id, _)| id.file_id == file_id)
-            .map(|(_, c)| c.slot)
+            .map(|(_, l)| l.copy.slot)
             .collect();
         s.live.retain(|id, _| id.file_id != file_id);
         gone.into_iter().for_each(|slot| s.release(slot));
@@ -296,7 +341,7 @@ impl DeferredPages {
         let mut copies: Vec<(PageId, DeferredCopy)> =
             s.writing_back.iter().map(|(i, c)| (*i, *c)).collect();
         copies.retain(|(id, _)| !s.live.contains_key(id));
-        copies.extend(s.live.iter().map(|(i, c)| (*i, *c)));
+        copies.extend(s.live.iter().map(|(i, l)| (*i, l.copy)));
         copies.sort_by_key(|c| c.0);
         s.named_next = Some(copies.iter().map(|c| c.1.slot).collect());
         copies
@@ -321,194 +366,5 @@ impl DeferredPages {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn page(b: u32) -> PageId {
-        PageId {
-            file_id: 3,
-            block: b,
-        }
-    }
-
-    /// Takes a slot for `id` and publishes a copy at `lsn` there.
-    fn store(d: &DeferredPages, id: PageId, lsn: u64) -> Option<DeferredCopy> {
-        let slot = d.take_slots(1)[0]?;
-        let copy = DeferredCopy {
-            slot,
-            lsn: Lsn(lsn),
-            crc: 0,
-        };
-        d.publish(&[(id, copy)]);
-        Some(copy)
-    }
-
-    #[test]
-    fn a_page_stored_again_frees_its_old_slot_for_the_next() {
-        let d = DeferredPages::new(4);
-        let a = store(&d, page(7), 10).unwrap();
-        let b = store(&d, page(7), 20).unwrap();
-        assert_ne!(a.slot, b.slot, "never over the copy readers may be reading");
-        assert_eq!(d.lookup(page(7)), Some(b));
-        // The freed slot is the next one handed out: the file stays small.
-        let c = store(&d, page(8), 30).unwrap();
-        assert_eq!(c.slot, a.slot);
-        assert_eq!((d.len(), d.slots_used()), (2, 2));
-    }
-
-    #[test]
-    fn after_a_write_back_slots_are_handed_out_from_the_start_in_order() {
-        let d = DeferredPages::new(16);
-        for (b, lsn) in [(5, 1), (1, 2), (9, 3), (1, 4)] {
-            store(&d, page(b), lsn).unwrap();
-        }
-        d.finish(d.claim_all());
-        // A batch of three takes consecutive slots: one sequential write.
-        assert_eq!(d.take_slots(3), vec![Some(0), Some(1), Some(2)]);
-    }
-
-    #[test]
-    fn a_full_file_hands_out_no_slot() {
-        let d = DeferredPages::new(2);
-        assert!(store(&d, page(1), 1).is_some());
-        assert!(store(&d, page(2), 1).is_some());
-        assert_eq!(d.take_slots(2), vec![None, None]);
-        // A failed store's slots come back.
-        d.supersede([page(1)].into_iter());
-        let got = d.take_slots(1);
-        assert!(got[0].is_some());
-        d.give_back(got.into_iter().flatten());
-        assert!(d.take_slots(1)[0].is_some());
-    }
-
-    #[test]
-    fn a_copy_stored_during_its_write_back_stays_live() {
-        let d = DeferredPages::new(8);
-        let old = store(&d, page(1), 10).unwrap();
-        let claimed = d.claim_all();
-        assert_eq!(claimed.pages, vec![(page(1), old)]);
-        assert_eq!(d.lookup(page(1)), Some(old), "read while written back");
-        // An eviction lands while the old copy goes in place.
-        let new = store(&d, page(1), 30).unwrap();
-        assert_ne!(new.slot, old.slot);
-        assert_eq!(d.lookup(page(1)), Some(new));
-        d.finish(claimed);
-        assert_eq!(d.lookup(page(1)), Some(new));
-        assert_eq!(d.len(), 1);
-    }
-
-    #[test]
-    fn a_written_back_page_is_read_from_its_data_file_again() {
-        let d = DeferredPages::new(8);
-        store(&d, page(1), 10).unwrap();
-        store(&d, page(2), 11).unwrap();
-        let claimed = d.claim_all();
-        assert_eq!(claimed.pages.len(), 2);
-        d.finish(claimed);
-        assert_eq!((d.lookup(page(1)), d.len()), (None, 0));
-        assert!(d.claim_all().pages.is_empty());
-    }
-
-    #[test]
-    fn a_failed_write_back_can_be_tried_again() {
-        let d = DeferredPages::new(8);
-        let old = store(&d, page(1), 10).unwrap();
-        store(&d, page(2), 10).unwrap();
-        let claimed = d.claim_all();
-        let newer = store(&d, page(2), 20).unwrap();
-        d.unclaim(claimed);
-        let again = d.claim_all();
-        assert_eq!(again.pages, vec![(page(1), old), (page(2), newer)]);
-    }
-
-    #[test]
-    fn pages_of_a_dropped_file_are_forgotten() {
-        let d = DeferredPages::new(8);
-        let other = PageId {
-            file_id: 4,
-            block: 1,
-        };
-        store(&d, page(1), 10).unwrap();
-        let kept = store(&d, other, 10).unwrap();
-        d.forget_file(3);
-        assert_eq!(d.lookup(page(1)), None);
-        assert_eq!(d.claim_all().pages, vec![(other, kept)]);
-    }
-
-    #[test]
-    fn a_page_written_in_place_from_a_newer_version_drops_its_copy() {
-        let d = DeferredPages::new(8);
-        store(&d, page(1), 10).unwrap();
-        assert_eq!(d.supersede([page(1), page(2)].into_iter()), 1);
-        assert_eq!(d.lookup(page(1)), None);
-        assert_eq!(d.supersede([page(1)].into_iter()), 0);
-    }
-
-    #[test]
-    fn a_slot_a_durable_manifest_names_waits_for_the_next_manifest() {
-        let d = DeferredPages::new(8);
-        let a = store(&d, page(1), 10).unwrap();
-        let named = d.snapshot_for_manifest();
-        assert_eq!(named, vec![(page(1), a)]);
-        d.manifest_written(true);
-        // The page is evicted again: its old slot is the copy the manifest
-        // names, so the next store must not take it.
-        let b = store(&d, page(1), 20).unwrap();
-        let c = store(&d, page(2), 30).unwrap();
-        assert!(![b.slot, c.slot].contains(&a.slot));
-        // A slot no manifest names is reused at once.
-        let b2 = store(&d, page(1), 25).unwrap();
-        let e = store(&d, page(3), 26).unwrap();
-        assert_eq!(e.slot, b.slot);
-        // Freed while the next manifest is written: still waits for it.
-        let next = d.snapshot_for_manifest();
-        assert_eq!(next, vec![(page(1), b2), (page(2), c), (page(3), e)]);
-        d.supersede([page(2)].into_iter());
-        assert!(!d.take_slots(1).contains(&Some(c.slot)));
-        d.manifest_written(true);
-        // Now a's slot is free (named by neither), c's waits once more.
-        let got = d.take_slots(4);
-        assert!(got.contains(&Some(a.slot)) && !got.contains(&Some(c.slot)));
-    }
-
-    #[test]
-    fn after_a_failed_manifest_both_manifests_slots_stay_taken() {
-        let d = DeferredPages::new(8);
-        let a = store(&d, page(1), 10).unwrap();
-        d.snapshot_for_manifest();
-        d.manifest_written(true);
-        let b = store(&d, page(1), 20).unwrap();
-        d.snapshot_for_manifest();
-        d.manifest_written(false);
-        store(&d, page(1), 30).unwrap();
-        let got = d.take_slots(5);
-        assert!(!got.contains(&Some(a.slot)) && !got.contains(&Some(b.slot)));
-    }
-
-    #[test]
-    fn a_file_half_taken_asks_for_a_write_back() {
-        let d = DeferredPages::new(4);
-        store(&d, page(1), 1).unwrap();
-        store(&d, page(2), 1).unwrap();
-        assert!(!d.half_full(), "2 of 4 is not more than half");
-        store(&d, page(3), 1).unwrap();
-        assert!(d.half_full());
-        d.finish(d.claim_all());
-        assert!(!d.half_full());
-    }
-
-    #[test]
-    fn a_manifest_is_needed_until_one_names_nothing() {
-        let d = DeferredPages::new(4);
-        assert!(!d.manifest_needed(), "the opening's empty one holds");
-        store(&d, page(1), 1).unwrap();
-        assert!(d.manifest_needed());
-        d.snapshot_for_manifest();
-        d.manifest_written(true);
-        d.supersede([page(1)].into_iter());
-        assert!(d.manifest_needed(), "the durable one still names a slot");
-        assert!(d.snapshot_for_manifest().is_empty());
-        d.manifest_written(true);
-        assert!(!d.manifest_needed());
-    }
-}
+#[path = "deferred_tests.rs"]
+mod tests;

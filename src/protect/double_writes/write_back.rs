@@ -121,8 +121,10 @@ impl DoubleWrites {
         )
     }
 
-    /// Writes every page deferred now in place, calling `progress` with the
-    /// pages written after each batch. The claimed slots stand in for the
+    /// Writes every page deferred now in place (or, `cold_only`, those
+    /// deferred before the current checkpoint began: see
+    /// [`super::super::deferred::DeferredPages::claim_cold`]), calling `progress` with the pages
+    /// written after each batch. The claimed slots stand in for the
     /// area's copies: one fsync of `dw/deferred` makes them durable before
     /// any in-place write, recovery reads them back, and they are freed
     /// only once their data files are fsynced after the in-place writes
@@ -131,9 +133,14 @@ impl DoubleWrites {
     pub(super) fn write_back_deferred(
         &self,
         who: Issuer,
+        cold_only: bool,
         progress: &mut dyn FnMut(usize),
     ) -> Result<usize> {
-        let claimed = self.deferred.claim_all();
+        let claimed = if cold_only {
+            self.deferred.claim_cold()
+        } else {
+            self.deferred.claim_all()
+        };
         let w = &self.shards[Shard::Checkpointer.number() as usize];
         if claimed.pages.is_empty() {
             self.deferred.finish(claimed);

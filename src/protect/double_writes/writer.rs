@@ -514,16 +514,24 @@ impl PageWriteProtection for DoubleWrites {
     }
 
     fn begin_checkpoint(&self, shutdown: bool) -> bool {
-        let write_back = shutdown || !self.settings.keep_deferred || self.deferred.half_full();
-        // A checkpoint that writes nothing back stores its own pages in
-        // dw/deferred: written once there, made durable by its manifest,
-        // instead of twice (area, then in place) at every checkpoint.
-        self.checkpoint_defers.store(!write_back, Release);
-        write_back
+        let keep = self.settings.keep_deferred;
+        self.deferred.next_era();
+        // With keep on, a checkpoint other than the shutdown one stores its
+        // own pages in dw/deferred: written once there, made durable by its
+        // manifest, instead of twice (area, then in place). If it also
+        // writes back (the file more than half taken), it writes back only
+        // the cold pages (`write_back_paced`).
+        self.checkpoint_defers.store(keep && !shutdown, Release);
+        shutdown || !keep || self.deferred.half_full()
     }
 
     fn write_back_paced(&self, who: Issuer, progress: &mut dyn FnMut(usize)) -> Result<usize> {
-        self.write_back_deferred(who, progress)
+        let cold_only = self.checkpoint_defers.load(Acquire);
+        self.write_back_deferred(who, cold_only, progress)
+    }
+
+    fn write_back_all(&self, who: Issuer) -> Result<usize> {
+        self.write_back_deferred(who, false, &mut |_| {})
     }
 
     fn persist_deferred(&self, redo: Lsn, who: Issuer) -> Result<()> {

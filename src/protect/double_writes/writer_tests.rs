@@ -455,3 +455,49 @@ fn a_checkpoint_that_writes_nothing_back_defers_its_own_pages() {
     assert_eq!(checkpointer.pages.load(Relaxed), 2);
     assert_eq!(checkpointer.deferred.load(Relaxed), 1);
 }
+
+#[test]
+fn a_checkpoint_finding_the_file_half_taken_writes_back_only_cold_pages() {
+    let s = deferring_with_file_7();
+    // Five of eight slots: more than half taken.
+    let evicted: Vec<PageCopy> = (1..=5).map(|b| page(7, b, 100 + b as u64)).collect();
+    write(&s, &evicted, Issuer::Client);
+    assert!(s.dw.begin_checkpoint(false), "half taken: a write-back");
+    // The checkpoint writes a newer page 1 and a page 6: deferred, both.
+    write(
+        &s,
+        &[page(7, 1, 200), page(7, 6, 201)],
+        Issuer::Checkpointer,
+    );
+    let checkpointer = s.dw.stats(Shard::Checkpointer);
+    assert_eq!(checkpointer.deferred.load(Relaxed), 2);
+    // Only pages 2 to 5 are cold: page 1's newest copy is this era's.
+    assert_eq!(
+        s.dw.write_back_paced(Issuer::Checkpointer, &mut |_| {})
+            .unwrap(),
+        4
+    );
+    let in_place: Vec<Option<u64>> = (1..=6).map(|b| lsn_in_place(&s, b)).collect();
+    let want = vec![None, Some(102), Some(103), Some(104), Some(105), None];
+    assert_eq!(in_place, want);
+    assert_eq!((lsn_read(&s, 1), lsn_read(&s, 6)), (Some(200), Some(201)));
+    s.dw.persist_deferred(Lsn(250), Issuer::Checkpointer)
+        .unwrap();
+    let named: Vec<(u32, u64)> = newest_manifest(&s.dir)
+        .entries
+        .iter()
+        .map(|e| (e.block, e.lsn.0))
+        .collect();
+    assert_eq!(named, vec![(1, 200), (6, 201)]);
+    // The shutdown checkpoint writes back all.
+    assert!(s.dw.begin_checkpoint(true));
+    assert_eq!(
+        s.dw.write_back_paced(Issuer::Checkpointer, &mut |_| {})
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        (lsn_in_place(&s, 1), lsn_in_place(&s, 6)),
+        (Some(200), Some(201))
+    );
+}

@@ -1,0 +1,219 @@
+//! The deferred pages' bookkeeping: slots, eras, manifests, claims.
+
+use super::*;
+
+fn page(b: u32) -> PageId {
+    PageId {
+        file_id: 3,
+        block: b,
+    }
+}
+
+/// Takes a slot for `id` and publishes a copy at `lsn` there.
+fn store(d: &DeferredPages, id: PageId, lsn: u64) -> Option<DeferredCopy> {
+    let slot = d.take_slots(1)[0]?;
+    let copy = DeferredCopy {
+        slot,
+        lsn: Lsn(lsn),
+        crc: 0,
+    };
+    d.publish(&[(id, copy)]);
+    Some(copy)
+}
+
+#[test]
+fn a_page_stored_again_frees_its_old_slot_for_the_next() {
+    let d = DeferredPages::new(4);
+    let a = store(&d, page(7), 10).unwrap();
+    let b = store(&d, page(7), 20).unwrap();
+    assert_ne!(a.slot, b.slot, "never over the copy readers may be reading");
+    assert_eq!(d.lookup(page(7)), Some(b));
+    // The freed slot is the next one handed out: the file stays small.
+    let c = store(&d, page(8), 30).unwrap();
+    assert_eq!(c.slot, a.slot);
+    assert_eq!((d.len(), d.slots_used()), (2, 2));
+}
+
+#[test]
+fn after_a_write_back_slots_are_handed_out_from_the_start_in_order() {
+    let d = DeferredPages::new(16);
+    for (b, lsn) in [(5, 1), (1, 2), (9, 3), (1, 4)] {
+        store(&d, page(b), lsn).unwrap();
+    }
+    d.finish(d.claim_all());
+    // A batch of three takes consecutive slots: one sequential write.
+    assert_eq!(d.take_slots(3), vec![Some(0), Some(1), Some(2)]);
+}
+
+#[test]
+fn a_full_file_hands_out_no_slot() {
+    let d = DeferredPages::new(2);
+    assert!(store(&d, page(1), 1).is_some());
+    assert!(store(&d, page(2), 1).is_some());
+    assert_eq!(d.take_slots(2), vec![None, None]);
+    // A failed store's slots come back.
+    d.supersede([page(1)].into_iter());
+    let got = d.take_slots(1);
+    assert!(got[0].is_some());
+    d.give_back(got.into_iter().flatten());
+    assert!(d.take_slots(1)[0].is_some());
+}
+
+#[test]
+fn a_copy_stored_during_its_write_back_stays_live() {
+    let d = DeferredPages::new(8);
+    let old = store(&d, page(1), 10).unwrap();
+    let claimed = d.claim_all();
+    assert_eq!(claimed.pages, vec![(page(1), old)]);
+    assert_eq!(d.lookup(page(1)), Some(old), "read while written back");
+    // An eviction lands while the old copy goes in place.
+    let new = store(&d, page(1), 30).unwrap();
+    assert_ne!(new.slot, old.slot);
+    assert_eq!(d.lookup(page(1)), Some(new));
+    d.finish(claimed);
+    assert_eq!(d.lookup(page(1)), Some(new));
+    assert_eq!(d.len(), 1);
+}
+
+#[test]
+fn a_written_back_page_is_read_from_its_data_file_again() {
+    let d = DeferredPages::new(8);
+    store(&d, page(1), 10).unwrap();
+    store(&d, page(2), 11).unwrap();
+    let claimed = d.claim_all();
+    assert_eq!(claimed.pages.len(), 2);
+    d.finish(claimed);
+    assert_eq!((d.lookup(page(1)), d.len()), (None, 0));
+    assert!(d.claim_all().pages.is_empty());
+}
+
+#[test]
+fn a_failed_write_back_can_be_tried_again() {
+    let d = DeferredPages::new(8);
+    let old = store(&d, page(1), 10).unwrap();
+    store(&d, page(2), 10).unwrap();
+    let claimed = d.claim_all();
+    let newer = store(&d, page(2), 20).unwrap();
+    d.unclaim(claimed);
+    let again = d.claim_all();
+    assert_eq!(again.pages, vec![(page(1), old), (page(2), newer)]);
+}
+
+#[test]
+fn pages_of_a_dropped_file_are_forgotten() {
+    let d = DeferredPages::new(8);
+    let other = PageId {
+        file_id: 4,
+        block: 1,
+    };
+    store(&d, page(1), 10).unwrap();
+    let kept = store(&d, other, 10).unwrap();
+    d.forget_file(3);
+    assert_eq!(d.lookup(page(1)), None);
+    assert_eq!(d.claim_all().pages, vec![(other, kept)]);
+}
+
+#[test]
+fn a_page_written_in_place_from_a_newer_version_drops_its_copy() {
+    let d = DeferredPages::new(8);
+    store(&d, page(1), 10).unwrap();
+    assert_eq!(d.supersede([page(1), page(2)].into_iter()), 1);
+    assert_eq!(d.lookup(page(1)), None);
+    assert_eq!(d.supersede([page(1)].into_iter()), 0);
+}
+
+#[test]
+fn a_slot_a_durable_manifest_names_waits_for_the_next_manifest() {
+    let d = DeferredPages::new(8);
+    let a = store(&d, page(1), 10).unwrap();
+    let named = d.snapshot_for_manifest();
+    assert_eq!(named, vec![(page(1), a)]);
+    d.manifest_written(true);
+    // The page is evicted again: its old slot is the copy the manifest
+    // names, so the next store must not take it.
+    let b = store(&d, page(1), 20).unwrap();
+    let c = store(&d, page(2), 30).unwrap();
+    assert!(![b.slot, c.slot].contains(&a.slot));
+    // A slot no manifest names is reused at once.
+    let b2 = store(&d, page(1), 25).unwrap();
+    let e = store(&d, page(3), 26).unwrap();
+    assert_eq!(e.slot, b.slot);
+    // Freed while the next manifest is written: still waits for it.
+    let next = d.snapshot_for_manifest();
+    assert_eq!(next, vec![(page(1), b2), (page(2), c), (page(3), e)]);
+    d.supersede([page(2)].into_iter());
+    assert!(!d.take_slots(1).contains(&Some(c.slot)));
+    d.manifest_written(true);
+    // Now a's slot is free (named by neither), c's waits once more.
+    let got = d.take_slots(4);
+    assert!(got.contains(&Some(a.slot)) && !got.contains(&Some(c.slot)));
+}
+
+#[test]
+fn after_a_failed_manifest_both_manifests_slots_stay_taken() {
+    let d = DeferredPages::new(8);
+    let a = store(&d, page(1), 10).unwrap();
+    d.snapshot_for_manifest();
+    d.manifest_written(true);
+    let b = store(&d, page(1), 20).unwrap();
+    d.snapshot_for_manifest();
+    d.manifest_written(false);
+    store(&d, page(1), 30).unwrap();
+    let got = d.take_slots(5);
+    assert!(!got.contains(&Some(a.slot)) && !got.contains(&Some(b.slot)));
+}
+
+#[test]
+fn a_file_half_taken_asks_for_a_write_back() {
+    let d = DeferredPages::new(4);
+    store(&d, page(1), 1).unwrap();
+    store(&d, page(2), 1).unwrap();
+    assert!(!d.half_full(), "2 of 4 is not more than half");
+    store(&d, page(3), 1).unwrap();
+    assert!(d.half_full());
+    d.finish(d.claim_all());
+    assert!(!d.half_full());
+}
+
+#[test]
+fn a_manifest_is_needed_until_one_names_nothing() {
+    let d = DeferredPages::new(4);
+    assert!(!d.manifest_needed(), "the opening's empty one holds");
+    store(&d, page(1), 1).unwrap();
+    assert!(d.manifest_needed());
+    d.snapshot_for_manifest();
+    d.manifest_written(true);
+    d.supersede([page(1)].into_iter());
+    assert!(d.manifest_needed(), "the durable one still names a slot");
+    assert!(d.snapshot_for_manifest().is_empty());
+    d.manifest_written(true);
+    assert!(!d.manifest_needed());
+}
+
+#[test]
+fn a_cold_claim_leaves_the_copies_of_the_current_era() {
+    let d = DeferredPages::new(16);
+    let cold = store(&d, page(1), 10).unwrap();
+    store(&d, page(2), 11).unwrap();
+    d.next_era();
+    // Page 2 is stored again in this era, page 3 for the first time.
+    let hot = store(&d, page(2), 20).unwrap();
+    store(&d, page(3), 21).unwrap();
+    let claimed = d.claim_cold();
+    assert_eq!(claimed.pages, vec![(page(1), cold)]);
+    d.finish(claimed);
+    assert_eq!(d.len(), 2);
+    assert_eq!(d.lookup(page(2)), Some(hot));
+    // The next era makes this one's copies cold; a claim of all takes any.
+    d.next_era();
+    assert_eq!(d.claim_cold().pages.len(), 2);
+}
+
+#[test]
+fn a_page_unclaimed_after_a_failed_write_back_is_cold() {
+    let d = DeferredPages::new(8);
+    let old = store(&d, page(1), 10).unwrap();
+    d.unclaim(d.claim_all());
+    d.next_era();
+    assert_eq!(d.claim_cold().pages, vec![(page(1), old)]);
+}
