@@ -486,3 +486,70 @@ fn a_page_a_checkpoint_deferred_is_restored_from_its_manifest() {
     assert!(db.recovery.pages_repaired_below_redo >= 1);
     assert_rows_and_verify(db, &dir);
 }
+
+/// Whether `dir`'s data file `file_id` holds `needle` in place.
+fn in_place(dir: &Path, file_id: u32, needle: &[u8]) -> bool {
+    let data = std::fs::read(dir.join("data").join(file_id.to_string())).unwrap();
+    data.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn a_checkpoint_writes_back_the_cold_pages_and_keeps_the_hot_one_deferred() {
+    let root = tempfile::tempdir().unwrap();
+    let opts = Options {
+        double_write_defer_in_place: true,
+        // 10 area pages: dw/deferred holds 160 slots; after the updates
+        // below the table takes about 100 pages.
+        double_write_buffer_size: 10 * PS as u64,
+        ..options(TornPageProtection::DoubleWrites)
+    };
+    let dir = root.path().join("db");
+    let (db, file_id) = load_and_update(&dir, opts.clone());
+    let t = db.table("t").unwrap();
+    let version = |i: u64| if i == 500 { 3 } else { 2 };
+    let stats = || db.statistics().double_write.checkpointer;
+    // Every page dirty: the first checkpoint defers them all.
+    let mut tx = db.begin();
+    for i in (0..ROWS).filter(|&i| i != 500) {
+        tx.update(&t, &key_u64(i), &row(i, 2)).unwrap();
+    }
+    tx.commit().unwrap();
+    let s0 = stats();
+    db.checkpoint().unwrap();
+    let s1 = stats();
+    let deferred = s1.deferred - s0.deferred;
+    assert!(deferred > 80, "more than half the file: {s1:?}");
+    assert_eq!((s1.written_back, s1.pages), (s0.written_back, s0.pages));
+    // Only row 500's page changes: the next checkpoint finds the file more
+    // than half taken, defers that page again, and writes the rest back.
+    let mut tx = db.begin();
+    tx.update(&t, &key_u64(500), &row(500, 3)).unwrap();
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
+    let s2 = stats();
+    assert!(s2.deferred > s1.deferred, "the hot page deferred: {s2:?}");
+    assert_eq!(s2.pages, s1.pages, "nothing through the area");
+    let cold = s2.written_back - s1.written_back;
+    assert!(cold + 8 >= deferred, "{cold} of {deferred}");
+    assert!(
+        in_place(&dir, file_id, &row(1, 2)),
+        "a cold page went in place"
+    );
+    assert!(
+        !in_place(&dir, file_id, &row(500, 3)),
+        "the hot one did not"
+    );
+    drop(db); // a crash: row 500's page is only in a slot the manifest names
+    let db = Database::open(&dir, opts).unwrap();
+    assert!(db.recovery.pages_repaired_below_redo >= 1);
+    let t = db.table("t").unwrap();
+    let tx = db.begin();
+    for i in 0..ROWS {
+        let got = tx.get(&t, &key_u64(i)).unwrap().unwrap();
+        assert_eq!(got, row(i, version(i)), "row {i}");
+    }
+    drop(tx);
+    db.close().unwrap();
+    let report = crate::verify::verify_database(&PosixFileSystem::default(), &dir).unwrap();
+    assert!(report.ok(), "{:?}", report.failures);
+}
