@@ -426,6 +426,18 @@ fn a_checkpoint_names_every_deferred_page_in_a_durable_manifest() {
     assert_eq!((reopened.seq, reopened.entries.len()), (m.seq + 1, 0));
 }
 
+/// A checkpoint's last step, at redo point `redo`: (block, LSN) of each
+/// page its manifest names.
+fn persist_and_name(s: &Setup, redo: u64) -> Vec<(u32, u64)> {
+    s.dw.persist_deferred(Lsn(redo), Issuer::Checkpointer)
+        .unwrap();
+    newest_manifest(&s.dir)
+        .entries
+        .iter()
+        .map(|e| (e.block, e.lsn.0))
+        .collect()
+}
+
 #[test]
 fn a_checkpoint_that_writes_nothing_back_defers_its_own_pages() {
     let s = deferring_with_file_7();
@@ -435,14 +447,11 @@ fn a_checkpoint_that_writes_nothing_back_defers_its_own_pages() {
     assert_eq!((lsn_read(&s, 1), lsn_in_place(&s, 1)), (Some(100), None));
     assert_eq!(checkpointer.deferred.load(Relaxed), 1);
     assert_eq!(checkpointer.pages.load(Relaxed), 0, "nothing in the area");
-    s.dw.persist_deferred(Lsn(150), Issuer::Checkpointer)
-        .unwrap();
-    let named: Vec<(u32, u64)> = newest_manifest(&s.dir)
-        .entries
-        .iter()
-        .map(|e| (e.block, e.lsn.0))
-        .collect();
-    assert_eq!(named, vec![(1, 100)], "durable by its manifest");
+    assert_eq!(
+        persist_and_name(&s, 150),
+        vec![(1, 100)],
+        "durable by its manifest"
+    );
     // Outside a checkpoint, and in one that writes the deferred pages
     // back (here a shutdown's), the checkpointer's pages go in place.
     write(&s, &[page(7, 2, 200)], Issuer::Checkpointer);
@@ -481,14 +490,7 @@ fn a_checkpoint_finding_the_file_half_taken_writes_back_only_cold_pages() {
     let want = vec![None, Some(102), Some(103), Some(104), Some(105), None];
     assert_eq!(in_place, want);
     assert_eq!((lsn_read(&s, 1), lsn_read(&s, 6)), (Some(200), Some(201)));
-    s.dw.persist_deferred(Lsn(250), Issuer::Checkpointer)
-        .unwrap();
-    let named: Vec<(u32, u64)> = newest_manifest(&s.dir)
-        .entries
-        .iter()
-        .map(|e| (e.block, e.lsn.0))
-        .collect();
-    assert_eq!(named, vec![(1, 200), (6, 201)]);
+    assert_eq!(persist_and_name(&s, 250), vec![(1, 200), (6, 201)]);
     // The shutdown checkpoint writes back all.
     assert!(s.dw.begin_checkpoint(true));
     assert_eq!(
