@@ -125,10 +125,12 @@ pub trait PageWriteProtection: Send + Sync {
         0
     }
 
-    /// Called as a checkpoint starts: whether it writes every deferred
-    /// page in place ([`Self::write_back_paced`]); a shutdown checkpoint
-    /// always does. One that does not may have its own page writes
-    /// deferred too, until [`Self::persist_deferred`] makes them durable.
+    /// Called as a checkpoint starts: whether it writes deferred pages in
+    /// place ([`Self::write_back_paced`]); a shutdown checkpoint always
+    /// does, and writes them all. Other checkpoints may have their own page
+    /// writes deferred too, until [`Self::persist_deferred`] makes them
+    /// durable, and then write back only the pages deferred before they
+    /// began.
     fn begin_checkpoint(&self, _shutdown: bool) -> bool {
         false
     }
@@ -140,15 +142,17 @@ pub trait PageWriteProtection: Send + Sync {
         Ok(())
     }
 
-    /// Writes every deferred page in place, before the checkpoint's
-    /// data-file fsyncs, calling `progress` with the pages written so far
+    /// Writes the deferred pages [`Self::begin_checkpoint`] chose in place
+    /// (all of them, unless the checkpoint defers its own), before the
+    /// checkpoint's data-file fsyncs, calling `progress` with the pages written so far
     /// after each batch (where a spread checkpoint naps). Returns the pages
     /// written.
     fn write_back_paced(&self, _who: Issuer, _progress: &mut dyn FnMut(usize)) -> Result<usize> {
         Ok(0)
     }
 
-    /// [`Self::write_back_paced`] at full speed (a switch of mode, a test).
+    /// Writes every deferred page in place at full speed (a switch of
+    /// mode, a test).
     fn write_back_all(&self, who: Issuer) -> Result<usize> {
         self.write_back_paced(who, &mut |_| {})
     }

@@ -314,7 +314,7 @@ impl DeferredPages {
         gone.into_iter().for_each(|slot| s.release(slot));
     }
 
-    /// Whether a checkpoint should write every deferred page back: the
+    /// Whether a checkpoint should write deferred pages back: the
     /// file holds more than half its capacity in slots not free (live,
     /// claimed, or waiting for a manifest), so it would soon turn
     /// evictions away to the area.
