@@ -65,6 +65,10 @@ impl std::hash::Hasher for PageIdHasher {
 pub(crate) type PageMap<V> =
     std::collections::HashMap<PageId, V, std::hash::BuildHasherDefault<PageIdHasher>>;
 
+/// A set of page ids, hashed as [`PageMap`].
+pub(crate) type PageSet =
+    std::collections::HashSet<PageId, std::hash::BuildHasherDefault<PageIdHasher>>;
+
 impl std::fmt::Display for PageId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "file {} block {}", self.file_id, self.block)

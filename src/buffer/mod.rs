@@ -34,7 +34,7 @@ use crate::file::Issuer;
 use crate::settings::ChecksumAlgorithm;
 use crate::Lsn;
 use frame::Frame;
-pub(crate) use frame::PageMap;
+pub(crate) use frame::{PageMap, PageSet};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
@@ -140,6 +140,21 @@ pub trait PageWriteProtection: Send + Sync {
     /// redo point `redo` may pass their changes.
     fn persist_deferred(&self, _redo: Lsn, _who: Issuer) -> Result<()> {
         Ok(())
+    }
+
+    /// Called before the pool pass of a checkpoint that writes deferred
+    /// pages back: writes back at once those it will not store again
+    /// (none of `marked`, its dirty pages), so that their slots are free
+    /// for its own pages; `redo` is its redo point. Returns the pages
+    /// written, like [`Self::write_back_paced`].
+    fn make_room(
+        &self,
+        _marked: &[PageId],
+        _redo: Lsn,
+        _who: Issuer,
+        _progress: &mut dyn FnMut(usize),
+    ) -> Result<usize> {
+        Ok(0)
     }
 
     /// Writes the deferred pages [`Self::begin_checkpoint`] chose in place

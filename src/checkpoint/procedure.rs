@@ -101,7 +101,20 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
     state.set_progress(0, units_n);
     let flush_after = engine.options.checkpoint_flush_after as usize;
     let mut not_written_back = Vec::new();
-    let (mut done, mut written) = (0usize, 0u64);
+    // A checkpoint that stores its own pages among the deferred ones, in
+    // a file more than half taken, first writes back the pages it will not
+    // store again, so that their slots are free for its own.
+    let room = if write_back {
+        protection.make_room(&pages, redo, Issuer::Checkpointer, &mut |n| {
+            let done = n.min(deferred);
+            state.set_progress(done, units_n);
+            schedule.pause(done as f64 / units);
+        })?
+    } else {
+        0
+    };
+    let room = room.min(deferred);
+    let (mut done, mut written) = (room, 0u64);
     for chunk in pages.chunks(batch) {
         written += engine
             .pool
@@ -121,14 +134,15 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
         schedule.pause(done as f64 / units);
     }
     // Pages whose in-place write was deferred (evicted ones, and this
-    // checkpoint's own unless it writes back) stay where they are
-    // (persist_deferred below), unless their file fills or the engine shuts
-    // down: then they go in place now, made durable by the fsyncs below.
+    // checkpoint's own unless it is the shutdown one) stay where they are
+    // (persist_deferred below). At a shutdown, or with keep off, they go in
+    // place now, made durable by the fsyncs below; where room was made,
+    // the cold pages deferred meanwhile do.
     // Paced like the pool's pages: at full speed they were a burst of
     // writes at the checkpoint's end.
     if write_back {
         protection.write_back_paced(Issuer::Checkpointer, &mut |n| {
-            let done = pages.len() + n.min(deferred);
+            let done = pages.len() + (room + n).min(deferred);
             state.set_progress(done, units_n);
             schedule.pause(done as f64 / units);
         })?;

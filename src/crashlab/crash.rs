@@ -35,6 +35,10 @@ impl Iteration<'_> {
         let writes = self.fs.take_pending_writes();
         self.count_batches_in_flight();
         let report = self.sim.crash(self.rng.next_u64(), &self.crash_cfg);
+        if let Some(db) = &db {
+            let checkpointer = db.statistics().double_write.checkpointer;
+            self.c.deferred_pages_written_back += checkpointer.written_back;
+        }
         drop(db);
         self.c.crashes += 1;
         self.event(format!(

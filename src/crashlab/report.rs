@@ -113,6 +113,10 @@ pub struct ModeReport {
     /// Of those, from `dw/deferred` slots a manifest named below the redo
     /// point (pages kept deferred across a checkpoint).
     pub pages_repaired_below_redo: u64,
+    /// Pages checkpoints wrote back from `dw/deferred` in openings that
+    /// then lost power (a shutdown's write-back not included): how much
+    /// of the write-back path the crashes reached.
+    pub deferred_pages_written_back: u64,
     /// Damaged pages the engine reported and could not repair (recovery
     /// stopped naming the page, or reads refused it): data lost, detected.
     pub torn_pages_detected: u64,
@@ -154,7 +158,7 @@ impl ModeReport {
 
 /// Adds one iteration's counts to the mode's.
 pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
-    let pairs: [(&mut u64, u64); 18] = [
+    let pairs: [(&mut u64, u64); 19] = [
         (&mut m.crashes, it.crashes),
         (&mut m.crashes_in_recovery, it.crashes_in_recovery),
         (&mut m.crashes_in_checkpoint, it.crashes_in_checkpoint),
@@ -184,6 +188,10 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
         (
             &mut m.pages_repaired_below_redo,
             it.pages_repaired_below_redo,
+        ),
+        (
+            &mut m.deferred_pages_written_back,
+            it.deferred_pages_written_back,
         ),
         (&mut m.torn_pages_detected, it.torn_pages_detected),
         (&mut m.rows_lost_detected, it.rows_lost_detected),
@@ -363,6 +371,12 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
             "  repaired from double writes below the redo point (pages kept in dw/deferred across a checkpoint, \
              named by its manifest): {}\n",
             m.pages_repaired_below_redo
+        ));
+    }
+    if m.deferred_pages_written_back > 0 {
+        s.push_str(&format!(
+            "  pages written back from dw/deferred by checkpoints of openings that then crashed: {}\n",
+            m.deferred_pages_written_back
         ));
     }
     if m.torn_pages_detected > 0 || m.rows_lost_detected > 0 {

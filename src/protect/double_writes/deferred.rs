@@ -22,7 +22,10 @@
 //! again since the checkpoint began (its era, [`DeferredPages::next_era`]),
 //! as a log cleaner moves only a segment's data nobody rewrote: a hot page
 //! would otherwise be written in place at each write-back and deferred
-//! again at once. Shutdowns and switches write back all.
+//! again at once. It runs before the checkpoint's pool pass, less the
+//! pages the checkpoint is about to store, and a manifest follows it, so
+//! that the freed slots take the checkpoint's own copies. Shutdowns and
+//! switches write back all.
 //! A write-back uses the fsynced slots as the pages' double-write copies
 //! and frees them only after the data files' fsync.
 //!
@@ -55,7 +58,7 @@
 //! - A page leaves `writing_back` only after its in-place write returned,
 //!   so a reader who no longer finds it finds it in the data file.
 
-use crate::buffer::{PageId, PageMap};
+use crate::buffer::{PageId, PageMap, PageSet};
 use crate::lsn::Lsn;
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeSet, HashSet};
@@ -239,7 +242,7 @@ impl DeferredPages {
     /// page deferred again meanwhile gets a new slot, so the claimed ones
     /// stay as they are until the write-back ends.
     pub fn claim_all(&self) -> Claimed<'_> {
-        self.claim(false)
+        self.claim(false, &PageSet::default())
     }
 
     /// Claims the cold pages: those whose newest copy was stored before
@@ -248,16 +251,22 @@ impl DeferredPages {
     /// during it, would only be written twice, as a log cleaner leaves a
     /// segment's live data that is still being rewritten.
     pub fn claim_cold(&self) -> Claimed<'_> {
-        self.claim(true)
+        self.claim(true, &PageSet::default())
     }
 
-    fn claim(&self, cold_only: bool) -> Claimed<'_> {
+    /// [`Self::claim_cold`], less the pages of `marked`: a checkpoint's
+    /// dirty pages, which it is about to store again.
+    pub(crate) fn claim_cold_except(&self, marked: &PageSet) -> Claimed<'_> {
+        self.claim(true, marked)
+    }
+
+    fn claim(&self, cold_only: bool, except: &PageSet) -> Claimed<'_> {
         let order = self.order.lock();
         let mut s = self.slots.lock();
         let era = s.era;
         let mut pages: Vec<(PageId, DeferredCopy)> = Vec::new();
         s.live.retain(|&id, l| {
-            let claim = !cold_only || l.era < era;
+            let claim = !cold_only || l.era < era && !except.contains(&id);
             if claim {
                 pages.push((id, l.copy));
             }

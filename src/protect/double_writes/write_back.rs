@@ -12,7 +12,7 @@ use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::lsn::Lsn;
 use crate::page::{page_lsn, verify_page, PageState};
 use crate::protect::double_writes::area::{Shard, AREA_DIR};
-use crate::protect::double_writes::deferred::DeferredCopy;
+use crate::protect::double_writes::deferred::{Claimed, DeferredCopy};
 use crate::protect::double_writes::manifest::{self, Manifest, ManifestEntry, ManifestOwner};
 use crate::protect::double_writes::shard_file::shard_of;
 use std::path::Path;
@@ -141,6 +141,16 @@ impl DoubleWrites {
         } else {
             self.deferred.claim_all()
         };
+        self.write_back_claimed(claimed, who, progress)
+    }
+
+    /// Writes `claimed` in place: see [`Self::write_back_deferred`].
+    pub(super) fn write_back_claimed(
+        &self,
+        claimed: Claimed<'_>,
+        who: Issuer,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<usize> {
         let w = &self.shards[Shard::Checkpointer.number() as usize];
         if claimed.pages.is_empty() {
             self.deferred.finish(claimed);

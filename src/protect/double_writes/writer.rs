@@ -29,7 +29,7 @@ use super::manifest::ManifestOwner;
 use super::ring::{Mark, Reserve, Ring};
 use super::shard_file::{self, shard_of, AlignedBuf, GroupSync};
 use super::stats::DoubleWriteStats;
-use crate::buffer::{DataFiles, PageCopy, PageId, PageWriteProtection, WriteTicket};
+use crate::buffer::{DataFiles, PageCopy, PageId, PageSet, PageWriteProtection, WriteTicket};
 use crate::error::{Error, Result};
 use crate::file::segmented::{DurabilityMark, SegmentedFile};
 use crate::file::{File, FileSystem, Issuer};
@@ -520,7 +520,7 @@ impl PageWriteProtection for DoubleWrites {
         // own pages in dw/deferred: written once there, made durable by its
         // manifest, instead of twice (area, then in place). If it also
         // writes back (the file more than half taken), it writes back only
-        // the cold pages (`write_back_paced`).
+        // the cold pages (`make_room`, then `write_back_paced`).
         self.checkpoint_defers.store(keep && !shutdown, Release);
         shutdown || !keep || self.deferred.half_full()
     }
@@ -528,6 +528,31 @@ impl PageWriteProtection for DoubleWrites {
     fn write_back_paced(&self, who: Issuer, progress: &mut dyn FnMut(usize)) -> Result<usize> {
         let cold_only = self.checkpoint_defers.load(Acquire);
         self.write_back_deferred(who, cold_only, progress)
+    }
+
+    fn make_room(
+        &self,
+        marked: &[PageId],
+        redo: Lsn,
+        who: Issuer,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<usize> {
+        if !self.checkpoint_defers.load(Acquire) {
+            // Its write-back takes every page, after the pool pass.
+            return Ok(0);
+        }
+        // The pages it will not store again go in place now, and a
+        // manifest that no longer names them frees their slots (a slot a
+        // durable manifest names waits for a later one: see `deferred`).
+        // Written back after the pool pass, they came too late for its
+        // copies, which went through the area once the file was full.
+        let marked: PageSet = marked.iter().copied().collect();
+        let claimed = self.deferred.claim_cold_except(&marked);
+        let n = self.write_back_claimed(claimed, who, progress)?;
+        if n > 0 {
+            self.write_manifest(redo, who)?;
+        }
+        Ok(n)
     }
 
     fn write_back_all(&self, who: Issuer) -> Result<usize> {

@@ -503,3 +503,41 @@ fn a_checkpoint_finding_the_file_half_taken_writes_back_only_cold_pages() {
         (Some(200), Some(201))
     );
 }
+
+#[test]
+fn a_checkpoint_makes_room_for_its_own_pages_before_storing_them() {
+    let s = deferring_with_file_7();
+    // Six of eight slots: more than half taken, two free.
+    let evicted: Vec<PageCopy> = (1..=6).map(|b| page(7, b, 100 + b as u64)).collect();
+    write(&s, &evicted, Issuer::Client);
+    persist_and_name(&s, 150);
+    assert!(s.dw.begin_checkpoint(false));
+    // Its dirty pages: a newer page 1, and pages 7 and 8. The cold ones
+    // (2 to 6) go in place first, and a manifest frees their slots.
+    let marked = [PageId::new(7, 1), PageId::new(7, 7), PageId::new(7, 8)];
+    let room =
+        s.dw.make_room(&marked, Lsn(300), Issuer::Checkpointer, &mut |_| {});
+    assert_eq!(room.unwrap(), 5);
+    let named: Vec<u32> = newest_manifest(&s.dir)
+        .entries
+        .iter()
+        .map(|e| e.block)
+        .collect();
+    assert_eq!(named, [1], "make_room's manifest names only page 1");
+    let own = [page(7, 1, 301), page(7, 7, 302), page(7, 8, 303)];
+    write(&s, &own, Issuer::Checkpointer);
+    let checkpointer = s.dw.stats(Shard::Checkpointer);
+    assert_eq!(
+        checkpointer.deferred.load(Relaxed),
+        3,
+        "all three found a slot"
+    );
+    assert_eq!(checkpointer.pages.load(Relaxed), 0, "none through the area");
+    let paced = s.dw.write_back_paced(Issuer::Checkpointer, &mut |_| {});
+    assert_eq!(paced.unwrap(), 0, "nothing cold is left");
+    let in_place: Vec<Option<u64>> = (1..=8).map(|b| lsn_in_place(&s, b)).collect();
+    let cold = (2..=6).map(|b| Some(100 + b));
+    let want: Vec<Option<u64>> = [None].into_iter().chain(cold).chain([None, None]).collect();
+    assert_eq!(in_place, want);
+    assert_eq!(persist_and_name(&s, 300), [(1, 301), (7, 302), (8, 303)]);
+}
