@@ -148,6 +148,10 @@ view! {
         /// first), and those that found their LSN already durable.
         flush_requests: u64,
         flushes_without_io: u64,
+        /// Of the flush requests, those page writes made, and the flush
+        /// rounds (fsyncs no commit asked for) they led.
+        page_write_flush_requests: u64,
+        page_write_flush_rounds: u64,
         /// `flush_requests / fsyncs`: how many commits one fsync served
         /// (group commit). Recomputed, never summed.
         commits_per_fsync: f64,
@@ -423,6 +427,8 @@ impl Statistics {
             fsyncs: w.fsyncs,
             flush_requests: w.flush_requests,
             flushes_without_io: w.flushes_without_io,
+            page_write_flush_requests: w.page_write_flush_requests,
+            page_write_flush_rounds: w.page_write_flush_rounds,
             commits_per_fsync: 0.0,
             segments_created: w.segments_created,
             segments_recycled: w.segments_recycled,

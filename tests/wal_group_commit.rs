@@ -397,3 +397,23 @@ fn a_failed_fsync_makes_every_later_flush_fail() {
     assert_eq!(wal.flushed_lsn(), Lsn(a.0.next_multiple_of(512)));
     assert!(wal.flushed_lsn() < b);
 }
+
+#[test]
+fn a_page_writes_flush_is_counted_apart_and_with_the_commits() {
+    let (_dir, _shared, wal) = setup(8192);
+    let (_, a) = wal.insert(&commit(0, 3)).unwrap();
+    // A page write whose LSN is past the durable end leads a round.
+    wal.flush_for_page_write(a, Issuer::BackgroundWriter)
+        .unwrap();
+    // Covered already: a request, no round.
+    wal.flush_for_page_write(a, Issuer::Client).unwrap();
+    let (_, b) = wal.insert(&commit(0, 4)).unwrap();
+    wal.flush(b, Issuer::Client).unwrap();
+    let s = wal.stats();
+    assert_eq!(s.page_write_flush_requests, 2);
+    assert_eq!(s.page_write_flush_rounds, 1);
+    // Every request counts in the totals, which the commits' ratio uses.
+    assert_eq!(s.flush_requests, 3);
+    assert_eq!(s.flush_rounds, 2);
+    assert_eq!(s.flushes_without_io, 1);
+}

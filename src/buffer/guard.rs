@@ -73,8 +73,9 @@ impl<'a> Pinned<'a> {
 }
 
 impl WalFlush for crate::wal::Wal {
+    /// The pool flushes only before page writes (the write-ahead rule).
     fn flush(&self, upto: Lsn, who: Issuer) -> Result<()> {
-        crate::wal::Wal::flush(self, upto, who)
+        crate::wal::Wal::flush_for_page_write(self, upto, who)
     }
     fn flushed_lsn(&self) -> Lsn {
         crate::wal::Wal::flushed_lsn(self)

@@ -50,6 +50,10 @@ pub struct WalStats {
     pub flushes_without_io: u64,
     /// Flushes that wrote (one leader's write + fdatasync round).
     pub flush_rounds: u64,
+    /// Of `flush_requests`, those a page write made before writing (the
+    /// write-ahead rule), and the rounds they led.
+    pub page_write_flush_requests: u64,
+    pub page_write_flush_rounds: u64,
     /// fdatasync calls on WAL segment files by flushes.
     pub fsyncs: u64,
     /// Bytes written by flushes (the sectors from the flushed position to
@@ -83,6 +87,8 @@ pub(crate) struct Counters {
     pub(crate) flush_requests: AtomicU64,
     pub(crate) flushes_without_io: AtomicU64,
     pub(crate) flush_rounds: AtomicU64,
+    pub(crate) page_write_flush_requests: AtomicU64,
+    pub(crate) page_write_flush_rounds: AtomicU64,
     pub(crate) fsyncs: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
     pub(crate) padding_bytes: AtomicU64,
@@ -108,6 +114,8 @@ impl Counters {
             flush_requests: l(&c.flush_requests),
             flushes_without_io: l(&c.flushes_without_io),
             flush_rounds: l(&c.flush_rounds),
+            page_write_flush_requests: l(&c.page_write_flush_requests),
+            page_write_flush_rounds: l(&c.page_write_flush_rounds),
             fsyncs: l(&c.fsyncs),
             bytes_written: l(&c.bytes_written),
             padding_bytes: l(&c.padding_bytes),

@@ -273,12 +273,26 @@ impl Wal {
     pub fn flush(&self, upto: Lsn, who: Issuer) -> Result<()> {
         let _ = who; // The leader's I/O is the WAL writer's, whoever leads.
         add(&self.counters.flush_requests, 1);
-        self.flush_to(upto.0, true)
+        self.flush_to(upto.0, true).map(|_| ())
+    }
+
+    /// [`Wal::flush`] for a page write that needs the WAL first (the
+    /// write-ahead rule), also counted apart: a round such a request leads
+    /// is an fsync no commit asked for.
+    pub fn flush_for_page_write(&self, upto: Lsn, who: Issuer) -> Result<()> {
+        let _ = who;
+        add(&self.counters.flush_requests, 1);
+        add(&self.counters.page_write_flush_requests, 1);
+        if self.flush_to(upto.0, true)? {
+            add(&self.counters.page_write_flush_rounds, 1);
+        }
+        Ok(())
     }
 
     /// [`Wal::flush`]; `count` says whether this is a counted request (an
-    /// insert making room is not).
-    fn flush_to(&self, upto: u64, count: bool) -> Result<()> {
+    /// insert making room is not). Returns whether this thread led a flush
+    /// round.
+    fn flush_to(&self, upto: u64, count: bool) -> Result<bool> {
         // Every thread that wants a latch this thread holds would wait for
         // the flush's I/O (correctness.md: no latch across a WAL flush).
         #[cfg(any(test, debug_assertions))]
@@ -296,7 +310,7 @@ impl Wal {
                 if count {
                     add(&self.counters.flushes_without_io, 1);
                 }
-                return Ok(());
+                return Ok(false);
             }
             if !st.leader {
                 break;
@@ -321,7 +335,7 @@ impl Wal {
             Err(_) => {}
         }
         self.flushed_cond.notify_all();
-        res.map(|_| ())
+        res.map(|_| true)
     }
 
     /// The leader's work: pad the insert position to a sector boundary,

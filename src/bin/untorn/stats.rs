@@ -103,6 +103,14 @@ fn print_text(s: &Statistics) {
             ("fsyncs", w.fsyncs.to_string()),
             ("flush requests (commits)", w.flush_requests.to_string()),
             ("flushes without I/O", w.flushes_without_io.to_string()),
+            (
+                "flush requests by page writes",
+                w.page_write_flush_requests.to_string(),
+            ),
+            (
+                "flushes led by page writes",
+                w.page_write_flush_rounds.to_string(),
+            ),
             ("commits per fsync", format!("{:.2}", w.commits_per_fsync)),
             ("segments created", w.segments_created.to_string()),
             ("segments recycled", w.segments_recycled.to_string()),
