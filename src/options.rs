@@ -90,6 +90,12 @@ pub struct Options {
     /// go in place only when the file is half full, at shutdown or at a
     /// switch of mode. Off: every checkpoint writes them in place.
     pub double_write_keep_deferred: bool,
+    /// `double_write_deferred_size` in bytes (default 0: 16 times
+    /// `double_write_buffer_size`; else 2 to 16,777,216 pages, a multiple
+    /// of the page size): the most `dw/deferred` holds. A write-back
+    /// starts when it is half taken, so size it to about twice the pages
+    /// dirtied between checkpoints.
+    pub double_write_deferred_size: u64,
     /// The clock the engine paces work by (real time; tests use a manual one).
     pub clock: Clock,
 }
@@ -118,6 +124,7 @@ impl Default for Options {
             double_write_sync_ahead: true,
             double_write_defer_in_place: true,
             double_write_keep_deferred: true,
+            double_write_deferred_size: 0,
             clock: Clock::real(),
         }
     }

@@ -312,3 +312,90 @@ fn bench_compares_double_write_area_sizes_for_double_writes_only() {
         }
     }
 }
+
+/// `--double-write-deferred-size auto,16KB`: the file of deferred pages
+/// sized apart from the area; at two slots the checkpoints' pages find it
+/// full and go through the area instead.
+#[test]
+fn bench_compares_deferred_file_sizes_and_each_is_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let mut args: Vec<&OsStr> = [
+        "bench",
+        "--protection",
+        "double_writes",
+        "--double-write-buffer-size",
+        "64KB",
+        "--double-write-deferred-size",
+        "auto,16KB",
+        "--workload",
+        "oltp_write_only",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.05",
+        "--repeat",
+        "2",
+        "--clients",
+        "2",
+        "--tables",
+        "1",
+        "--table-size",
+        "500",
+    ]
+    .map(OsStr::new)
+    .to_vec();
+    args.extend([OsStr::new("--json"), json.as_os_str()]);
+    untorn(args).expect_code(0);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // By size: (deferred pages, pages through the area) of the checkpointer.
+    let mut by_size = std::collections::BTreeMap::new();
+    for r in v.as_array().unwrap() {
+        let size = r["settings"]["double_write_deferred_size"]
+            .as_str()
+            .unwrap();
+        let sum = |field: &str| -> u64 {
+            r["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|run| {
+                    run["statistics"]["double_write"]["checkpointer"][field]
+                        .as_u64()
+                        .unwrap()
+                })
+                .sum()
+        };
+        by_size.insert(size.to_string(), (sum("deferred"), sum("pages")));
+    }
+    let sizes: Vec<&str> = by_size.keys().map(String::as_str).collect();
+    // auto: 16 times the 64 KB area.
+    assert_eq!(sizes, ["1048576", "16384"]);
+    let (auto_deferred, _) = by_size["1048576"];
+    let (small_deferred, small_area) = by_size["16384"];
+    assert!(small_area > 0, "{by_size:?}");
+    assert!(small_deferred < auto_deferred, "{by_size:?}");
+}
+
+#[test]
+fn a_deferred_file_size_out_of_range_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = untorn([
+        "bench",
+        "--protection",
+        "double_writes",
+        "--double-write-deferred-size",
+        "12KB",
+        "--workload",
+        "oltp_write_only",
+        "--duration",
+        "0.2",
+        "--tables",
+        "1",
+        "--table-size",
+        "100",
+        "--dir",
+        dir.path().join("db").to_str().unwrap(),
+    ]);
+    run.expect_refused(&["double_write_deferred_size", "12288 bytes"]);
+}

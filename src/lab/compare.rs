@@ -46,6 +46,9 @@ pub struct BenchConfig {
     pub double_write_defer_in_place: bool,
     /// `double_write_keep_deferred` (used under double_writes only).
     pub double_write_keep_deferred: bool,
+    /// `double_write_deferred_size` (0: 16 times the area; used under
+    /// double_writes only).
+    pub double_write_deferred_size: u64,
     /// A name that tells apart copies of one configuration (`untorn bench
     /// --aa`: `a` and `b`); shown as the `copy` setting. Changes nothing in
     /// the engine.
@@ -72,6 +75,7 @@ impl Default for BenchConfig {
             double_write_eviction_pages: Options::default().double_write_eviction_pages,
             double_write_defer_in_place: Options::default().double_write_defer_in_place,
             double_write_keep_deferred: Options::default().double_write_keep_deferred,
+            double_write_deferred_size: Options::default().double_write_deferred_size,
             copy: None,
         }
     }
@@ -104,6 +108,7 @@ impl BenchConfig {
             double_write_eviction_pages: self.double_write_eviction_pages,
             double_write_defer_in_place: self.double_write_defer_in_place,
             double_write_keep_deferred: self.double_write_keep_deferred,
+            double_write_deferred_size: self.double_write_deferred_size,
             ..Options::default()
         }
     }
@@ -168,10 +173,25 @@ impl BenchConfig {
             "double_write_keep_deferred".into(),
             on_off(o.double_write_keep_deferred).into(),
         );
+        m.insert(
+            "double_write_deferred_size".into(),
+            deferred_bytes(&o).to_string(),
+        );
         if let Some(copy) = &self.copy {
             m.insert("copy".into(), copy.clone());
         }
         m
+    }
+}
+
+/// The bytes `dw/deferred` may hold under `o` (its default spelled out).
+fn deferred_bytes(o: &Options) -> u64 {
+    match o.double_write_deferred_size {
+        0 => {
+            o.double_write_buffer_size
+                * crate::protect::double_writes::settings::DEFERRED_PER_AREA as u64
+        }
+        size => size,
     }
 }
 

@@ -11,6 +11,7 @@ use untorn::lab::compare::{run_plan, BenchConfig, BenchPlan, Progress};
 use untorn::lab::report;
 use untorn::lab::runner::RunSpec;
 use untorn::lab::workload::Scale;
+use untorn::protect::double_writes::AreaSettings;
 use untorn::settings::{parse_size, ChecksumAlgorithm, TornPageProtection, WalCompression};
 use untorn::Error;
 
@@ -74,6 +75,11 @@ pub struct BenchArgs {
     /// pages stay across checkpoints (double_writes only).
     #[arg(long, value_delimiter = ',', default_value = "on")]
     double_write_keep_deferred: Vec<String>,
+    /// double_write_deferred_size settings to compare: the most
+    /// dw/deferred holds (auto: 16 times double_write_buffer_size), e.g.
+    /// auto,512MB (double_writes only).
+    #[arg(long, value_delimiter = ',', default_value = "auto", value_parser = parse_deferred_size)]
+    double_write_deferred_size: Vec<u64>,
     /// Background writer settings to compare: on (bgwriter_lru_maxpages
     /// 100, the default), off (0), or a bgwriter_lru_maxpages (1 to 1000).
     #[arg(long, value_delimiter = ',', default_value = "on")]
@@ -240,9 +246,16 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         .map(|v| on_off("double_write_keep_deferred", v))
         .collect::<untorn::Result<Vec<bool>>>()?;
     expand_double_writes(&mut out, &keeps, |c, v| c.double_write_keep_deferred = v);
+    expand_double_writes(&mut out, &a.double_write_deferred_size, |c, v| {
+        c.double_write_deferred_size = v
+    });
     for c in &out {
         c.options(0).creation.or_defaults().validate()?;
         c.options(0).validate()?;
+        if c.protection == TornPageProtection::DoubleWrites {
+            // Refused before any run, not when its database opens.
+            AreaSettings::from_options(&c.options(0), c.page_size as usize, c.data_checksums)?;
+        }
     }
     if a.aa {
         out = out[0].aa_pair();
@@ -270,6 +283,18 @@ fn repeats(a: &BenchArgs) -> untorn::Result<Repeats> {
             "--repeat {:?}: use auto or a number of rounds above zero",
             a.repeat
         ))),
+    }
+}
+
+/// `--double-write-deferred-size`: a size, or auto (0: the engine's
+/// default, 16 times the area).
+fn parse_deferred_size(text: &str) -> Result<u64, String> {
+    if text.trim() == "auto" {
+        return Ok(0);
+    }
+    match parse_size(text)? {
+        0 => Err(format!("{text:?}: use auto for the default size")),
+        n => Ok(n),
     }
 }
 

@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// double_write_buffer_size, when the database uses double writes.
     #[arg(long, value_parser = parse_size)]
     double_write_buffer_size: Option<u64>,
+    /// double_write_deferred_size, when the database uses double writes
+    /// [default: 16 times double_write_buffer_size].
+    #[arg(long, value_parser = parse_size)]
+    double_write_deferred_size: Option<u64>,
     /// deadlock_timeout in milliseconds, PostgreSQL's unit: how long a
     /// transaction waits for a row lock before it checks for a deadlock
     /// [default: the engine's, 1000].
@@ -87,6 +91,9 @@ fn options(a: &ServeArgs) -> untorn::Result<Options> {
     }
     if let Some(d) = a.double_write_buffer_size {
         o.double_write_buffer_size = d;
+    }
+    if let Some(d) = a.double_write_deferred_size {
+        o.double_write_deferred_size = d;
     }
     if let Some(ms) = a.deadlock_timeout {
         o.deadlock_timeout = Duration::from_millis(ms);

@@ -18,6 +18,7 @@
 //!   in `write_back.rs`).
 //! - [`manifest`]: which deferred slots a checkpoint made durable, trusted
 //!   by recovery at any LSN (deferred pages stay across checkpoints).
+//! - [`settings`]: the run-time settings, checked, in pages.
 //! - [`shard_file`]: shard files created whole, checked at each opening.
 //! - [`stats`]: the counters by shard, held by the engine so they outlive
 //!   a protection switch.
@@ -33,9 +34,11 @@ pub mod manifest;
 pub mod recover;
 pub mod restore;
 pub mod ring;
+pub mod settings;
 pub mod shard_file;
 pub mod stats;
 pub mod writer;
 
+pub use settings::AreaSettings;
 pub use stats::DoubleWriteStats;
-pub use writer::{AreaSettings, DoubleWrites, ShardStats};
+pub use writer::{DoubleWrites, ShardStats};

@@ -27,42 +27,19 @@ use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, S
 use super::deferred::DeferredPages;
 use super::manifest::ManifestOwner;
 use super::ring::{Mark, Reserve, Ring};
+use super::settings::AreaSettings;
 use super::shard_file::{self, shard_of, AlignedBuf, GroupSync};
 use super::stats::DoubleWriteStats;
 use crate::buffer::{DataFiles, PageCopy, PageId, PageSet, PageWriteProtection, WriteTicket};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::file::segmented::{DurabilityMark, SegmentedFile};
 use crate::file::{File, FileSystem, Issuer};
 use crate::lsn::Lsn;
-use crate::options::Options;
 use crate::page::page_lsn;
-use crate::settings::ChecksumAlgorithm;
 use parking_lot::{Condvar, Mutex};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
-
-/// How a double-write area is laid out (run-time settings).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AreaSettings {
-    /// Blocks per shard after its file header.
-    pub area_blocks: u32,
-    /// Pages per batch header.
-    pub batch_pages: usize,
-    /// Pages a client that must write a dirty victim writes at once.
-    pub eviction_pages: usize,
-    /// `double_write_defer_in_place`: evicted pages wait in `dw/deferred`
-    /// for the next checkpoint.
-    pub defer_in_place: bool,
-    /// `double_write_keep_deferred`: deferred pages stay across
-    /// checkpoints, named by a manifest.
-    pub keep_deferred: bool,
-    /// The most pages `dw/deferred` holds: `DEFERRED_PER_AREA` times the
-    /// area's blocks.
-    pub deferred_slots: u32,
-    /// The database's page checksums (reads from the area check them).
-    pub checksums: ChecksumAlgorithm,
-}
 
 /// Counters of one shard.
 #[derive(Default, Debug)]
@@ -163,66 +140,12 @@ pub struct DoubleWrites {
 /// The file of deferred pages, under the database directory.
 pub const DEFERRED_FILE: &str = "deferred";
 
-/// `dw/deferred` holds up to this many times a shard's area: it needs no
-/// preallocation (it is fsynced once per checkpoint), and it must hold every page evicted
-/// between two checkpoints (at ten times the default job's data, 64 MB
-/// was too small: evictions went through the area again, at 0.69x of
-/// `off`).
-pub const DEFERRED_PER_AREA: u32 = 16;
-
 /// A ticket's entry when no page went through the area.
 const NO_ENTRY: u64 = u64::MAX;
 
 /// A ticket's entry: the shard in the top byte, the ring's entry below.
 fn ticket_of(shard: Shard, entry: u64) -> u64 {
     (shard.number() as u64) << 56 | entry
-}
-
-impl AreaSettings {
-    /// The area for `options` at `page_size`; refuses values out of range,
-    /// naming the setting.
-    pub fn from_options(
-        options: &Options,
-        page_size: usize,
-        checksums: ChecksumAlgorithm,
-    ) -> Result<AreaSettings> {
-        let size = options.double_write_buffer_size;
-        let pages = size / page_size as u64;
-        if !size.is_multiple_of(page_size as u64) || !(2..=65_536).contains(&pages) {
-            return Err(Error::InvalidSetting {
-                name: "double_write_buffer_size",
-                detail: format!(
-                    "{size} bytes is not 2 to 65,536 pages of {page_size} bytes (a multiple of page_size)"
-                ),
-            });
-        }
-        let batch = options.double_write_batch_pages as usize;
-        let cap = slots_per_batch(page_size);
-        if !(1..=cap).contains(&batch) {
-            return Err(Error::InvalidSetting {
-                name: "double_write_batch_pages",
-                detail: format!(
-                    "{batch} is outside 1 to {cap} (the pages one batch header describes at {page_size}-byte pages)"
-                ),
-            });
-        }
-        let eviction = options.double_write_eviction_pages as usize;
-        if !(1..=1000).contains(&eviction) {
-            return Err(Error::InvalidSetting {
-                name: "double_write_eviction_pages",
-                detail: format!("{eviction} is outside 1 to 1000"),
-            });
-        }
-        Ok(AreaSettings {
-            area_blocks: pages as u32,
-            deferred_slots: (pages as u32).saturating_mul(DEFERRED_PER_AREA),
-            batch_pages: batch,
-            eviction_pages: eviction,
-            defer_in_place: options.double_write_defer_in_place,
-            keep_deferred: options.double_write_keep_deferred,
-            checksums,
-        })
-    }
 }
 
 impl DoubleWrites {

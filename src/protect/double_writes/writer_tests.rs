@@ -180,40 +180,6 @@ fn another_size_creates_the_shard_again_and_another_database_is_refused() {
 }
 
 #[test]
-fn sizes_out_of_range_are_refused_by_name() {
-    let mut o = Options {
-        double_write_buffer_size: 4096,
-        ..Options::default()
-    };
-    let e = AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("double_write_buffer_size"), "{e}");
-    o.double_write_buffer_size = 16 << 20;
-    o.double_write_batch_pages = 170;
-    let e = AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("double_write_batch_pages") && e.contains("169"),
-        "{e}"
-    );
-    o.double_write_batch_pages = 169;
-    assert_eq!(
-        AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c).unwrap(),
-        AreaSettings {
-            deferred_slots: 4096 * DEFERRED_PER_AREA,
-            ..area(4096, 169, true)
-        }
-    );
-    o.double_write_eviction_pages = 0;
-    let e = AreaSettings::from_options(&o, PS, ChecksumAlgorithm::Crc32c)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("double_write_eviction_pages"), "{e}");
-}
-
-#[test]
 fn sync_ahead_makes_the_next_slots_durable_so_the_writer_does_not_wait() {
     // Four blocks, two one-page batches: the next reservation reuses the
     // first batch's blocks.
