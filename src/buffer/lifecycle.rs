@@ -303,6 +303,11 @@ impl BufferPool {
                 // Where a write costs an fsync (double writes), the victim
                 // goes with the next dirty frames the sweep would take, so
                 // that the fsync is shared instead of paid per page.
+                let batch = if batch > 1 {
+                    self.page_write_protection().eviction_batch_now()
+                } else {
+                    batch
+                };
                 let (_, ahead) = if batch > 1 {
                     let from = self.clock_hand.load(Relaxed) as u64;
                     // Scan until the batch is full (or 4 batches' worth of

@@ -93,6 +93,13 @@ pub trait PageWriteProtection: Send + Sync {
         1
     }
 
+    /// [`PageWriteProtection::eviction_batch`] as it stands for the dirty
+    /// victim a client is about to write, where a mode's cost per batch
+    /// changes as it runs.
+    fn eviction_batch_now(&self) -> usize {
+        self.eviction_batch()
+    }
+
     /// The most pages a checkpoint should hand over in one batch, where the
     /// mode wants larger batches than the checkpoint's own (`None`: the
     /// checkpoint decides).

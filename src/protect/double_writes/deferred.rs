@@ -333,6 +333,13 @@ impl DeferredPages {
         taken * 2 > self.capacity as usize
     }
 
+    /// Whether `n` more pages would find free slots now.
+    pub fn has_room_for(&self, n: usize) -> bool {
+        let s = self.slots.lock();
+        let taken = s.used as usize - s.free.len();
+        taken + n <= self.capacity as usize
+    }
+
     /// Whether a new manifest would say anything the durable one does not:
     /// some page is deferred, or the durable manifest names a slot.
     pub fn manifest_needed(&self) -> bool {

@@ -410,6 +410,19 @@ impl PageWriteProtection for DoubleWrites {
         self.settings.eviction_pages.min(self.max_batch())
     }
 
+    /// A victim that `dw/deferred` takes costs a slot write and no fsync,
+    /// so it goes alone, as under `off`: the pages ahead would lengthen
+    /// the client's write for no fsync saved. Only a full file sends
+    /// victims through the area, in batches that share its fsync.
+    fn eviction_batch_now(&self) -> usize {
+        let batch = self.eviction_batch();
+        if self.settings.defer_in_place && self.deferred.has_room_for(batch) {
+            1
+        } else {
+            batch
+        }
+    }
+
     fn checkpoint_batch(&self) -> Option<usize> {
         Some(self.max_batch())
     }
