@@ -273,13 +273,11 @@ impl BufferPool {
         // Where writing a dirty victim costs an fsync (double writes batch
         // evictions), pass over many more dirty candidates first: a clean
         // one is nearly always near, and the dirty ones are left to the
-        // checkpoint's and the background writer's large batches.
-        let batch = self.eviction_batch.load(Relaxed);
-        let skip_bound = if batch > 1 {
-            (n / 8).clamp(DIRTY_VICTIMS_SKIPPED, 1024)
-        } else {
-            DIRTY_VICTIMS_SKIPPED
-        };
+        // checkpoint's and the background writer's large batches. Whether
+        // it does right now is asked at the first dirty candidate (a
+        // deferred victim costs no fsync, and goes alone).
+        let mut batch = self.eviction_batch.load(Relaxed);
+        let mut skip_bound = None;
         for _ in 0..n * (MAX_USAGE as usize + 4) {
             let idx = self.clock_hand.fetch_add(1, Relaxed) % n;
             let f = &self.frames[idx];
@@ -292,9 +290,21 @@ impl BufferPool {
             // Prefer a clean victim (a dirty one costs a WAL flush and a
             // write in the foreground), but only for a few candidates.
             let dirty = f.is_dirty();
-            if dirty && dirty_skipped < skip_bound {
-                dirty_skipped += 1;
-                continue;
+            if dirty {
+                let bound = *skip_bound.get_or_insert_with(|| {
+                    if batch > 1 {
+                        batch = self.page_write_protection().eviction_batch_now();
+                    }
+                    if batch > 1 {
+                        (n / 8).clamp(DIRTY_VICTIMS_SKIPPED, 1024)
+                    } else {
+                        DIRTY_VICTIMS_SKIPPED
+                    }
+                });
+                if dirty_skipped < bound {
+                    dirty_skipped += 1;
+                    continue;
+                }
             }
             if f.pins.compare_exchange(0, 1, AcqRel, Acquire).is_err() {
                 continue;
@@ -303,11 +313,6 @@ impl BufferPool {
                 // Where a write costs an fsync (double writes), the victim
                 // goes with the next dirty frames the sweep would take, so
                 // that the fsync is shared instead of paid per page.
-                let batch = if batch > 1 {
-                    self.page_write_protection().eviction_batch_now()
-                } else {
-                    batch
-                };
                 let (_, ahead) = if batch > 1 {
                     let from = self.clock_hand.load(Relaxed) as u64;
                     // Scan until the batch is full (or 4 batches' worth of

@@ -507,3 +507,26 @@ fn a_checkpoint_makes_room_for_its_own_pages_before_storing_them() {
     assert_eq!(in_place, want);
     assert_eq!(persist_and_name(&s, 300), [(1, 301), (7, 302), (8, 303)]);
 }
+
+#[test]
+fn a_victim_goes_alone_while_the_deferred_file_has_room_for_a_batch() {
+    // Eight slots in the deferred file.
+    let s = deferring_with_file_7();
+    let batch = s.dw.eviction_batch();
+    assert!(batch > 1, "a batch of {batch}");
+    assert_eq!(s.dw.eviction_batch_now(), 1);
+    // Fill the file until a whole batch no longer fits: victims then go
+    // through the area in batches, which share its fsync.
+    let fill = 8 - batch + 1;
+    let pages: Vec<PageCopy> = (1..=fill as u32).map(|b| page(7, b, 100)).collect();
+    write(&s, &pages, Issuer::Client);
+    assert_eq!(s.dw.eviction_batch_now(), batch);
+    // Room again once a write-back frees the slots.
+    s.dw.write_back_all(Issuer::Checkpointer).unwrap();
+    assert_eq!(s.dw.eviction_batch_now(), 1);
+    // Without deferral a victim always takes its batch.
+    assert_eq!(
+        setup(8, 8).dw.eviction_batch_now(),
+        setup(8, 8).dw.eviction_batch()
+    );
+}
