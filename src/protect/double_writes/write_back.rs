@@ -19,6 +19,11 @@ use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+/// The most bytes one write of consecutive slots carries: on a disk with
+/// one head a commit's WAL write waits behind the requests queued ahead
+/// of it, and a checkpoint's run of slots is background work.
+pub const DEFERRED_WRITE_BYTES: usize = 64 * 1024;
+
 impl DoubleWrites {
     /// Stores the pages of `pages` that `deferred` marks in slots of the
     /// deferred file; a page that gets no slot (the file is full) is marked
@@ -40,9 +45,10 @@ impl DoubleWrites {
             }
         }
         stored.sort_unstable();
+        let most = (DEFERRED_WRITE_BYTES / self.page_size).max(1);
         let mut run_start = 0;
         for k in 1..=stored.len() {
-            if k < stored.len() && stored[k].0 == stored[k - 1].0 + 1 {
+            if k < stored.len() && stored[k].0 == stored[k - 1].0 + 1 && k - run_start < most {
                 continue;
             }
             let run = &stored[run_start..k];
