@@ -3,8 +3,9 @@
 
 mod common;
 
-use common::untorn;
+use common::{untorn, Run};
 use std::ffi::OsStr;
+use std::path::Path;
 
 /// `untorn bench` with tiny sizes and durations: the JSON has every field
 /// the issue names, for every (workload, mode); tpcb's invariant is checked
@@ -250,23 +251,13 @@ fn bench_drop_disturbed_excludes_exactly_the_disturbed_runs() {
     }
 }
 
-/// `--double-write-buffer-size 64KB,128KB`: double_writes once per size,
-/// the other modes once, each run with its size in force.
-#[test]
-fn bench_compares_double_write_area_sizes_for_double_writes_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let report = dir.path().join("report");
+/// `untorn bench` of a small oltp_write_only (2 rounds, 2 clients, one
+/// table of 500 rows) with `flags`, writing its JSON to `json`.
+fn small_write_only_bench(flags: &[&str], json: &Path, report: Option<&Path>) -> Run {
     let mut args: Vec<&OsStr> = [
         "bench",
-        "--protection",
-        "double_writes,off",
-        "--double-write-buffer-size",
-        "64KB,128KB",
         "--workload",
         "oltp_write_only",
-        "--duration",
-        "0.2",
         "--warmup",
         "0.05",
         "--repeat",
@@ -280,10 +271,34 @@ fn bench_compares_double_write_area_sizes_for_double_writes_only() {
     ]
     .map(OsStr::new)
     .to_vec();
-    for (flag, path) in [("--json", &json), ("--report", &report)] {
-        args.extend([OsStr::new(flag), path.as_os_str()]);
+    args.extend(flags.iter().map(OsStr::new));
+    args.extend([OsStr::new("--json"), json.as_os_str()]);
+    if let Some(report) = report {
+        args.extend([OsStr::new("--report"), report.as_os_str()]);
     }
-    untorn(args).expect_code(0);
+    untorn(args)
+}
+
+/// `--double-write-buffer-size 64KB,128KB`: double_writes once per size,
+/// the other modes once, each run with its size in force.
+#[test]
+fn bench_compares_double_write_area_sizes_for_double_writes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let report = dir.path().join("report");
+    let run = small_write_only_bench(
+        &[
+            "--protection",
+            "double_writes,off",
+            "--double-write-buffer-size",
+            "64KB,128KB",
+            "--duration",
+            "0.2",
+        ],
+        &json,
+        Some(&report),
+    );
+    run.expect_code(0);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let mut got: Vec<(String, String)> = v
         .as_array()
@@ -320,33 +335,21 @@ fn bench_compares_double_write_area_sizes_for_double_writes_only() {
 fn bench_compares_deferred_file_sizes_and_each_is_in_force() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
-    let mut args: Vec<&OsStr> = [
-        "bench",
-        "--protection",
-        "double_writes",
-        "--double-write-buffer-size",
-        "64KB",
-        "--double-write-deferred-size",
-        "auto,16KB",
-        "--workload",
-        "oltp_write_only",
-        "--duration",
-        "0.5",
-        "--warmup",
-        "0.05",
-        "--repeat",
-        "2",
-        "--clients",
-        "2",
-        "--tables",
-        "1",
-        "--table-size",
-        "500",
-    ]
-    .map(OsStr::new)
-    .to_vec();
-    args.extend([OsStr::new("--json"), json.as_os_str()]);
-    untorn(args).expect_code(0);
+    let run = small_write_only_bench(
+        &[
+            "--protection",
+            "double_writes",
+            "--double-write-buffer-size",
+            "64KB",
+            "--double-write-deferred-size",
+            "auto,16KB",
+            "--duration",
+            "0.5",
+        ],
+        &json,
+        None,
+    );
+    run.expect_code(0);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     // By size: (deferred pages, pages through the area) of the checkpointer.
     let mut by_size = std::collections::BTreeMap::new();

@@ -175,23 +175,12 @@ impl BenchConfig {
         );
         m.insert(
             "double_write_deferred_size".into(),
-            deferred_bytes(&o).to_string(),
+            crate::protect::double_writes::settings::deferred_bytes(&o).to_string(),
         );
         if let Some(copy) = &self.copy {
             m.insert("copy".into(), copy.clone());
         }
         m
-    }
-}
-
-/// The bytes `dw/deferred` may hold under `o` (its default spelled out).
-fn deferred_bytes(o: &Options) -> u64 {
-    match o.double_write_deferred_size {
-        0 => {
-            o.double_write_buffer_size
-                * crate::protect::double_writes::settings::DEFERRED_PER_AREA as u64
-        }
-        size => size,
     }
 }
 

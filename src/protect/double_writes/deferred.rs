@@ -115,6 +115,11 @@ impl Slots {
         }
     }
 
+    /// Slots not free: live, claimed, or waiting for a manifest.
+    fn taken(&self) -> usize {
+        self.used as usize - self.free.len()
+    }
+
     fn take(&mut self, capacity: u32) -> Option<u32> {
         if let Some(slot) = self.free.pop_first() {
             return Some(slot);
@@ -328,16 +333,12 @@ impl DeferredPages {
     /// claimed, or waiting for a manifest), so it would soon turn
     /// evictions away to the area.
     pub fn half_full(&self) -> bool {
-        let s = self.slots.lock();
-        let taken = s.used as usize - s.free.len();
-        taken * 2 > self.capacity as usize
+        self.slots.lock().taken() * 2 > self.capacity as usize
     }
 
     /// Whether `n` more pages would find free slots now.
     pub fn has_room_for(&self, n: usize) -> bool {
-        let s = self.slots.lock();
-        let taken = s.used as usize - s.free.len();
-        taken + n <= self.capacity as usize
+        self.slots.lock().taken() + n <= self.capacity as usize
     }
 
     /// Whether a new manifest would say anything the durable one does not:

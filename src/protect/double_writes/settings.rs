@@ -70,15 +70,12 @@ impl AreaSettings {
                 detail: format!("{eviction} is outside 1 to 1000"),
             });
         }
-        let deferred_slots = match options.double_write_deferred_size {
-            0 => pages.saturating_mul(DEFERRED_PER_AREA),
-            size => pages_of(
-                "double_write_deferred_size",
-                size,
-                page_size,
-                MAX_DEFERRED_PAGES,
-            )?,
-        };
+        let deferred_slots = pages_of(
+            "double_write_deferred_size",
+            deferred_bytes(options),
+            page_size,
+            MAX_DEFERRED_PAGES,
+        )?;
         Ok(AreaSettings {
             area_blocks: pages,
             deferred_slots,
@@ -88,6 +85,18 @@ impl AreaSettings {
             keep_deferred: options.double_write_keep_deferred,
             checksums,
         })
+    }
+}
+
+/// The bytes `dw/deferred` may hold under `options`: its
+/// `double_write_deferred_size`, or by default (0) `DEFERRED_PER_AREA`
+/// times the area.
+pub fn deferred_bytes(options: &Options) -> u64 {
+    match options.double_write_deferred_size {
+        0 => options
+            .double_write_buffer_size
+            .saturating_mul(DEFERRED_PER_AREA as u64),
+        size => size,
     }
 }
 
