@@ -45,8 +45,9 @@ const OFF_NEXT_XID: usize = 72;
 const OFF_NEXT_FILE_ID: usize = 80;
 const OFF_CHECKPOINT_TIME: usize = 88;
 const OFF_UPDATE_TIME: usize = 96;
+const OFF_DEFERRED_MANIFEST: usize = 104;
 const OFF_CRC: usize = CONTROL_FILE_SIZE - 4;
-const _: () = assert!(OFF_UPDATE_TIME + 8 <= OFF_CRC);
+const _: () = assert!(OFF_DEFERRED_MANIFEST + 8 <= OFF_CRC);
 
 /// The database's state, as pg_control's "Database cluster state".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -101,6 +102,10 @@ pub struct ControlFile {
     pub checkpoint_time: u64,
     /// Unix time of this control file's writing (seconds).
     pub update_time: u64,
+    /// The sequence of the manifest in `dw/deferred` the last checkpoint
+    /// relied on, durable before this file (0: none). Recovery refuses to
+    /// go on without a manifest at least this new.
+    pub deferred_manifest: u64,
 }
 
 fn unix_now() -> u64 {
@@ -125,6 +130,7 @@ impl ControlFile {
             next_file_id: 1,
             checkpoint_time: 0,
             update_time: unix_now(),
+            deferred_manifest: 0,
         }
     }
 
@@ -170,6 +176,11 @@ impl ControlFile {
             &self.checkpoint_time.to_le_bytes(),
         );
         put(&mut b, OFF_UPDATE_TIME, &self.update_time.to_le_bytes());
+        put(
+            &mut b,
+            OFF_DEFERRED_MANIFEST,
+            &self.deferred_manifest.to_le_bytes(),
+        );
         let crc = crc32c::crc32c(&b[..OFF_CRC]);
         put(&mut b, OFF_CRC, &crc.to_le_bytes());
         b
@@ -249,6 +260,7 @@ impl ControlFile {
             next_file_id: u32_at(bytes, OFF_NEXT_FILE_ID),
             checkpoint_time: u64_at(bytes, OFF_CHECKPOINT_TIME),
             update_time: u64_at(bytes, OFF_UPDATE_TIME),
+            deferred_manifest: u64_at(bytes, OFF_DEFERRED_MANIFEST),
         })
     }
 
@@ -312,6 +324,7 @@ mod tests {
         c.redo_lsn = Lsn(0x1_0000_0010);
         c.wal_epoch = 3;
         c.state = DbState::InProduction;
+        c.deferred_manifest = 0x0102_0304_0506;
         c
     }
 

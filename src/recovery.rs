@@ -67,6 +67,10 @@ pub struct RecoveryReport {
     /// Of those, copies below the redo point that the manifest of
     /// `dw/deferred` named (pages kept deferred across a checkpoint).
     pub pages_repaired_below_redo: u64,
+    /// Manifests of `dw/deferred` passed over: written after the control
+    /// file's redo point with a slot that failed, their fsync perhaps
+    /// never returned (docs/FORMAT.md, "Why one fsync is enough").
+    pub double_write_manifests_passed_over: u64,
     /// Pages that failed their checks and that no record restored: they
     /// stay damaged on disk and fail when read.
     pub damaged_pages_left: Vec<String>,

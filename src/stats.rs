@@ -244,10 +244,10 @@ view! {
         fsyncs: u64,
         /// Pages given a durable double-write copy per fsync that made
         /// them durable: `(pages + written_back + deferred) / (fsyncs +
-        /// deferred_fsyncs + 2 * manifests)` (a write-back's pages are
-        /// covered by one fsync of `dw/deferred`, a checkpoint's deferred
-        /// pages by its manifest's two; `deferred` counts only in a row
-        /// with manifests). Recomputed, never summed.
+        /// deferred_fsyncs + manifests)` (a write-back's pages are covered
+        /// by one fsync of `dw/deferred`, a checkpoint's deferred pages by
+        /// the one fsync of the manifest written into it; `deferred` counts
+        /// only in a row with manifests). Recomputed, never summed.
         pages_per_fsync: f64,
         /// Data-file fsyncs a writer ran itself to reuse slots whose pages
         /// were not yet durable in place.
@@ -267,8 +267,8 @@ view! {
         /// pages' double-write copies, so they skip the area.
         deferred_fsyncs: u64,
         /// Manifests naming `dw/deferred`'s slots that a checkpoint made
-        /// durable (checkpointer row), each after an fsync of
-        /// `dw/deferred` and fsynced itself.
+        /// durable (checkpointer row), each written into `dw/deferred` and
+        /// made durable with its slots by one fsync.
         manifests: u64,
         /// Deferred copies never written in place: a newer copy replaced
         /// them, or the page went in place from a newer version.
@@ -312,13 +312,13 @@ impl DoubleWriteFigures {
     }
 
     fn derive(mut self) -> DoubleWriteFigures {
-        // Deferred pages become durable copies by the manifests' fsyncs (of
-        // dw/deferred, then of the manifest): only a row that wrote them
-        // counts its deferred pages.
+        // Deferred pages become durable copies by the manifests' fsyncs
+        // (one each, of dw/deferred): only a row that wrote them counts
+        // its deferred pages.
         let by_manifest = if self.manifests > 0 { self.deferred } else { 0 };
         self.pages_per_fsync = ratio(
             self.pages + self.written_back + by_manifest,
-            self.fsyncs + self.deferred_fsyncs + 2 * self.manifests,
+            self.fsyncs + self.deferred_fsyncs + self.manifests,
         );
         self
     }

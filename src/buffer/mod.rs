@@ -149,6 +149,12 @@ pub trait PageWriteProtection: Send + Sync {
         Ok(())
     }
 
+    /// The sequence of the newest durable manifest of deferred pages, for
+    /// the control file (0: none, as in every mode but double writes).
+    fn durable_manifest(&self) -> u64 {
+        0
+    }
+
     /// Called before the pool pass of a checkpoint that writes deferred
     /// pages back: writes back at once those it will not store again
     /// (none of `marked`, its dirty pages), so that their slots are free

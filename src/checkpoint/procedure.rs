@@ -172,6 +172,7 @@ fn run_once(engine: &Engine, reason: Reason, spread: bool) -> Result<CheckpointL
     {
         let mut control = engine.control.lock();
         info.note_in(&mut control, lsn);
+        control.deferred_manifest = protection.durable_manifest();
         control.write(engine.fs.as_ref(), &engine.dir, Issuer::Checkpointer)?;
     }
     // Only now, with a durable control file naming a later redo point,

@@ -113,6 +113,9 @@ pub struct ModeReport {
     /// Of those, from `dw/deferred` slots a manifest named below the redo
     /// point (pages kept deferred across a checkpoint).
     pub pages_repaired_below_redo: u64,
+    /// Manifests of `dw/deferred` recoveries passed over (their fsync not
+    /// known to have returned): how often crashes hit that window.
+    pub manifests_passed_over: u64,
     /// Pages checkpoints wrote back from `dw/deferred` in openings that
     /// then lost power (a shutdown's write-back not included): how much
     /// of the write-back path the crashes reached.
@@ -158,7 +161,7 @@ impl ModeReport {
 
 /// Adds one iteration's counts to the mode's.
 pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
-    let pairs: [(&mut u64, u64); 19] = [
+    let pairs: [(&mut u64, u64); 20] = [
         (&mut m.crashes, it.crashes),
         (&mut m.crashes_in_recovery, it.crashes_in_recovery),
         (&mut m.crashes_in_checkpoint, it.crashes_in_checkpoint),
@@ -189,6 +192,7 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
             &mut m.pages_repaired_below_redo,
             it.pages_repaired_below_redo,
         ),
+        (&mut m.manifests_passed_over, it.manifests_passed_over),
         (
             &mut m.deferred_pages_written_back,
             it.deferred_pages_written_back,
@@ -371,6 +375,13 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
             "  repaired from double writes below the redo point (pages kept in dw/deferred across a checkpoint, \
              named by its manifest): {}\n",
             m.pages_repaired_below_redo
+        ));
+    }
+    if m.manifests_passed_over > 0 {
+        s.push_str(&format!(
+            "  manifests of dw/deferred passed over by recovery (a slot not yet durable, written after the \
+             control file's redo point): {}\n",
+            m.manifests_passed_over
         ));
     }
     if m.deferred_pages_written_back > 0 {

@@ -101,7 +101,7 @@ pub(super) fn open(
         &files,
         &scan,
     )?;
-    let first_batch_seq = from_area.max_batch_seq + 1;
+    let area_start = from_area.start();
     let nframes = (options.buffer_pool_size / settings.page_size as u64) as usize;
     // The engine's, created before the write path that counts into them.
     let double_write_stats = Arc::new(DoubleWriteStats::default());
@@ -112,7 +112,7 @@ pub(super) fn open(
         files: &files,
         options: &options,
         checksums: settings.data_checksums,
-        first_batch_seq,
+        start: &area_start,
         double_write_stats: &double_write_stats,
     };
     let pool = BufferPool::new(
@@ -135,6 +135,7 @@ pub(super) fn open(
     )?;
     report.pages_repaired_from_double_writes = from_area.counts.restored;
     report.pages_repaired_below_redo = from_area.counts.restored_below_redo;
+    report.double_write_manifests_passed_over = from_area.manifests_passed_over;
     if let Some(s) = synced {
         report.startup_sync_files = s.wal_segments + s.data_files + s.double_write_files;
         report.startup_sync_ms = sync_ms;
@@ -173,7 +174,7 @@ pub(super) fn open(
     catalog::remove_orphan_files(&engine)?;
     // 9.
     checkpoint::procedure::run(&engine, Reason::EndOfRecovery)?;
-    crate::protect::switch::after_end_of_recovery(&engine, first_batch_seq)?;
+    crate::protect::switch::after_end_of_recovery(&engine, &area_start)?;
     // 10.
     let background = checkpoint::background::spawn(engine.clone());
     Ok(Database {

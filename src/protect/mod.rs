@@ -56,8 +56,8 @@ pub struct WritePathContext<'a> {
     pub options: &'a Options,
     /// The database's page checksums.
     pub checksums: ChecksumAlgorithm,
-    /// Above every batch sequence the area held.
-    pub first_batch_seq: u64,
+    /// Where the area's batch and manifest sequences go on from.
+    pub start: &'a double_writes::recover::AreaStart,
     /// The engine's double-write counters: one set per opening, whichever
     /// write path counts into it.
     pub double_write_stats: &'a Arc<double_writes::DoubleWriteStats>,
@@ -84,7 +84,7 @@ pub fn page_write_protection(
                 cx.system_id,
                 cx.files.clone(),
                 settings,
-                cx.first_batch_seq,
+                cx.start,
                 cx.double_write_stats,
             )?))
         }

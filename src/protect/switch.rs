@@ -34,6 +34,7 @@
 //! mode in force does not use it.
 
 use super::double_writes;
+use super::double_writes::recover::AreaStart;
 use crate::control::DbState;
 use crate::engine::Engine;
 use crate::error::Result;
@@ -61,7 +62,7 @@ pub fn check(
 /// and only then puts it in force. A double-write area left by an earlier
 /// mode is removed once the mode in force does not use it (recovery has
 /// already restored what it held).
-pub(crate) fn after_end_of_recovery(engine: &Engine, first_batch_seq: u64) -> Result<()> {
+pub(crate) fn after_end_of_recovery(engine: &Engine, start: &AreaStart) -> Result<()> {
     let from = engine.protection();
     if let Some(to) = engine
         .options
@@ -69,7 +70,7 @@ pub(crate) fn after_end_of_recovery(engine: &Engine, first_batch_seq: u64) -> Re
         .torn_page_protection
         .filter(|&to| to != from)
     {
-        switch(engine, from, to, first_batch_seq)?;
+        switch(engine, from, to, start)?;
     }
     if engine.protection() != TornPageProtection::DoubleWrites {
         let removed = engine.stop_if_fatal(double_writes::shard_file::remove_area(
@@ -91,7 +92,7 @@ fn switch(
     engine: &Engine,
     from: TornPageProtection,
     to: TornPageProtection,
-    first_batch_seq: u64,
+    start: &AreaStart,
 ) -> Result<()> {
     let checksums = engine.control.lock().settings.data_checksums;
     check(from, to, checksums)?;
@@ -105,7 +106,7 @@ fn switch(
         files: engine.pool.files(),
         options: &engine.options,
         checksums,
-        first_batch_seq,
+        start,
         double_write_stats: &engine.double_write_stats,
     };
     let new = super::page_write_protection(to, &cx)?;
@@ -131,6 +132,9 @@ fn switch(
     assert_eq!(control.redo_lsn, *engine.checkpoint.redo_point.hold());
     let mut next = control.clone();
     next.settings.torn_page_protection = to;
+    // The new write path's manifest (none away from double writes: the
+    // area may go, and nothing relies on it, the old one naming no slot).
+    next.deferred_manifest = engine.pool.page_write_protection().durable_manifest();
     engine.stop_if_fatal(next.write(engine.fs.as_ref(), &engine.dir, Issuer::Recovery))?;
     *control = next;
     engine.set_protection(to);

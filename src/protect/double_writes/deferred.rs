@@ -13,9 +13,10 @@
 //! its eviction, brings that version forward. A torn or lost slot costs
 //! nothing. A checkpoint changes that: once its redo point passes the
 //! page's changes, the WAL that would bring the data file's version
-//! forward may be recycled. So a checkpoint fsyncs the file and writes a
-//! manifest naming every live slot ([`super::manifest`]), fsynced before
-//! the control file; recovery trusts those slots at any LSN. The page is
+//! forward may be recycled. So a checkpoint writes a manifest naming every
+//! live slot ([`super::manifest`]) into free slots of the same file and
+//! fsyncs it once, before the control file; recovery trusts those slots
+//! at any LSN. The page is
 //! written in place only when it is written from a newer version, or by a
 //! write-back (the file more than half full, a shutdown, a switch of mode).
 //! A checkpoint's write-back takes only the cold pages, those not stored
@@ -51,8 +52,8 @@
 //! - `live` names, per page, its newest version not yet in place. A slot
 //!   named there or in `writing_back` is never handed out again, so a
 //!   reader that finds the slot's copy changed knows to look again.
-//! - A slot a durable manifest names is never handed out again before a
-//!   later manifest that does not name it is durable.
+//! - A slot a durable manifest names, or holds a page of, is never handed
+//!   out again before a later manifest that does not is durable.
 //! - Write-backs run one at a time (`order`): two versions of one page are
 //!   never on their way in place at once, so the newest lands last.
 //! - A page leaves `writing_back` only after its in-place write returned,
@@ -98,6 +99,12 @@ struct Slots {
     named_durable: HashSet<u32>,
     /// Slots the manifest being written names.
     named_next: Option<HashSet<u32>>,
+    /// Slots holding the pages of the newest durable manifest (after a
+    /// failed write, of the ones that may be on disk): recovery's way to
+    /// the slots named, reused once a later manifest is durable.
+    manifest_pages_durable: Vec<u32>,
+    /// Slots taken for the pages of the manifest being written.
+    manifest_pages_next: Vec<u32>,
     /// Freed slots a manifest names: free once a later one is durable.
     pending: Vec<u32>,
 }
@@ -115,9 +122,15 @@ impl Slots {
         }
     }
 
-    /// Slots not free: live, claimed, or waiting for a manifest.
+    /// Slots holding manifest pages: they take no room from page images.
+    fn manifest_pages(&self) -> usize {
+        self.manifest_pages_durable.len() + self.manifest_pages_next.len()
+    }
+
+    /// Slots of page images not free: live, claimed, or waiting for a
+    /// manifest.
     fn taken(&self) -> usize {
-        self.used as usize - self.free.len()
+        self.used as usize - self.free.len() - self.manifest_pages()
     }
 
     fn take(&mut self, capacity: u32) -> Option<u32> {
@@ -160,7 +173,8 @@ impl DeferredPages {
     /// the page goes in place as without deferral).
     pub fn take_slots(&self, n: usize) -> Vec<Option<u32>> {
         let mut s = self.slots.lock();
-        (0..n).map(|_| s.take(self.capacity)).collect()
+        let capacity = self.capacity.saturating_add(s.manifest_pages() as u32);
+        (0..n).map(|_| s.take(capacity)).collect()
     }
 
     /// Slots taken for a store that failed: free again.
@@ -211,6 +225,33 @@ impl DeferredPages {
             }
         }
         dropped
+    }
+
+    /// Slots for the `n` pages of the manifest being written: the lowest
+    /// free ones, past the file's capacity if need be (a manifest always
+    /// finds room; it takes a few slots per thousand pages it names).
+    pub fn take_manifest_slots(&self, n: usize) -> Vec<u32> {
+        let mut s = self.slots.lock();
+        assert!(
+            s.named_next.is_some(),
+            "taken after the manifest's snapshot"
+        );
+        let slots: Vec<u32> = (0..n)
+            .map(|_| s.take(u32::MAX).expect("a slot below u32::MAX"))
+            .collect();
+        s.manifest_pages_next.extend(&slots);
+        slots
+    }
+
+    /// An opening wrote its empty manifest to `slot` and cut the file just
+    /// past it: every slot below is free, and `slot` holds the durable
+    /// manifest's page.
+    pub fn opened_with_manifest_at(&self, slot: u32) {
+        let mut s = self.slots.lock();
+        assert!(s.used == 0 && s.live.is_empty(), "at an opening");
+        s.used = slot + 1;
+        s.free = (0..slot).collect();
+        s.manifest_pages_durable = vec![slot];
     }
 
     /// Where page `id`'s newest copy lies, if its in-place write waits.
@@ -366,17 +407,20 @@ impl DeferredPages {
 
     /// The manifest of the last snapshot is durable (`ok`), or its write
     /// failed: then both it and the previous one may be on disk, and the
-    /// slots either names stay unavailable.
+    /// slots either names or is written in stay unavailable.
     pub fn manifest_written(&self, ok: bool) {
         let mut s = self.slots.lock();
         let next = s.named_next.take().expect("a snapshot was taken");
+        let pages = std::mem::take(&mut s.manifest_pages_next);
         if !ok {
             s.named_durable.extend(next);
+            s.manifest_pages_durable.extend(pages);
             return;
         }
         s.named_durable = next;
+        let old_pages = std::mem::replace(&mut s.manifest_pages_durable, pages);
         let pending = std::mem::take(&mut s.pending);
-        for slot in pending {
+        for slot in pending.into_iter().chain(old_pages) {
             s.release(slot);
         }
     }

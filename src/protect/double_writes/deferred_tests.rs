@@ -217,3 +217,27 @@ fn a_page_unclaimed_after_a_failed_write_back_is_cold() {
     d.next_era();
     assert_eq!(d.claim_cold().pages, vec![(page(1), old)]);
 }
+
+#[test]
+fn a_manifests_pages_keep_their_slots_until_the_next_is_durable_and_take_no_room() {
+    let d = DeferredPages::new(2);
+    d.opened_with_manifest_at(1);
+    // Slot 1 holds the opening's manifest: pages get slot 0, then 2.
+    let a = store(&d, page(1), 10).unwrap();
+    let b = store(&d, page(2), 11).unwrap();
+    assert_eq!((a.slot, b.slot), (0, 2));
+    assert!(store(&d, page(3), 12).is_none(), "two page images: full");
+    d.snapshot_for_manifest();
+    let pages = d.take_manifest_slots(2);
+    assert_eq!(pages, [3, 4], "past the capacity: a manifest always fits");
+    d.manifest_written(true);
+    // The opening's page is free now; this manifest's are not.
+    d.supersede([page(1), page(2)].into_iter());
+    d.snapshot_for_manifest();
+    let next = d.take_manifest_slots(1);
+    assert_eq!(next, [1]);
+    d.manifest_written(true);
+    let got = d.take_slots(8);
+    assert!(got.contains(&Some(3)) && got.contains(&Some(4)), "{got:?}");
+    assert!(!got.contains(&Some(1)), "the durable manifest's page");
+}

@@ -1,26 +1,36 @@
-//! `dw/manifest-0` and `dw/manifest-1` (docs/FORMAT.md): which slots of
-//! `dw/deferred` a checkpoint made durable, so recovery trusts them at any
-//! LSN, even below the redo point.
+//! Manifests (docs/FORMAT.md, "Manifest pages in `dw/deferred`"): which
+//! slots of `dw/deferred` a checkpoint made durable, so recovery trusts
+//! them at any LSN, even below the redo point.
 //!
 //! Deferred pages stay in `dw/deferred` across checkpoints (seed 000's
 //! "second log"): once a checkpoint's redo point passes a deferred page's
 //! changes, its slot holds the only copy of the page as of that point. The
-//! manifest names those slots; it is written after an fsync of
-//! `dw/deferred` and fsynced before the control file names the redo point.
-//! Two files, written alternately, so a torn write leaves the previous
-//! manifest whole (the slots it names are reused only after a later one is
-//! durable: `deferred.rs`).
+//! manifest names those slots. It is written into free slots of the same
+//! file, so one fsync makes the slots and the manifest durable together,
+//! before the control file names the redo point and the manifest's
+//! sequence. A crash before that fsync returns may leave the manifest on
+//! disk without some slot it names: recovery passes over such a manifest
+//! to the one before it ([`choose`]), whose pages and slots are reused
+//! only after a later manifest is durable (`deferred.rs`).
+//!
+//! Earlier builds wrote each manifest to a file of its own,
+//! `dw/manifest-<seq mod 2>` (format version 1), fsynced after an fsync of
+//! `dw/deferred`: two fsyncs per checkpoint. Recovery still reads those.
 
 use crate::checksum::crc::crc32c;
 use crate::error::Result;
 use crate::file::{File, Issuer};
 use crate::lsn::Lsn;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"UNTORNDM";
-const FORMAT_VERSION: u32 = 1;
-const HEADER_BYTES: usize = 48;
+const FORMAT_VERSION: u32 = 2;
+const LEGACY_VERSION: u32 = 1;
+const LEGACY_HEADER_BYTES: usize = 48;
+const PART_HEADER_BYTES: usize = 64;
 const ENTRY_BYTES: usize = 24;
+const CRC_BYTES: usize = 4;
 
 /// One durable slot: page `(file_id, block)` at `lsn` in slot `slot`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +47,8 @@ pub struct ManifestEntry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest {
     pub seq: u64,
-    /// The writing checkpoint's redo point (informative).
+    /// The writing checkpoint's redo point (an opening's: the control
+    /// file's). [`choose`] compares it with the control file's.
     pub redo_lsn: Lsn,
     /// Sorted by (file_id, block).
     pub entries: Vec<ManifestEntry>,
@@ -50,81 +61,280 @@ pub struct ManifestOwner {
     pub system_id: u64,
 }
 
-/// The file manifest `seq` goes to.
-pub fn manifest_path(dir: &Path, seq: u64) -> PathBuf {
-    dir.join(super::area::AREA_DIR)
-        .join(format!("manifest-{}", seq % 2))
+/// Entries on one manifest page.
+pub fn entries_per_page(page_size: usize) -> usize {
+    (page_size - PART_HEADER_BYTES - CRC_BYTES) / ENTRY_BYTES
 }
 
-/// Whether `name` is one of the manifest files.
-pub fn is_manifest_name(name: &str) -> bool {
-    name == "manifest-0" || name == "manifest-1"
+/// The pages a manifest of `entries` entries takes.
+pub fn pages_for(entries: usize, page_size: usize) -> usize {
+    entries.div_ceil(entries_per_page(page_size)).max(1)
+}
+
+fn put_entry(b: &mut Vec<u8>, e: &ManifestEntry) {
+    b.extend_from_slice(&e.file_id.to_le_bytes());
+    b.extend_from_slice(&e.block.to_le_bytes());
+    b.extend_from_slice(&e.slot.to_le_bytes());
+    b.extend_from_slice(&e.image_crc.to_le_bytes());
+    b.extend_from_slice(&e.lsn.0.to_le_bytes());
+}
+
+/// Reads the little-endian integers of a byte string the caller has
+/// checked to be long enough.
+struct Le<'a>(&'a [u8]);
+
+impl Le<'_> {
+    fn u32(&self, at: usize) -> u32 {
+        u32::from_le_bytes(self.0[at..at + 4].try_into().unwrap())
+    }
+    fn u64(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.0[at..at + 8].try_into().unwrap())
+    }
+    fn entry(&self, at: usize) -> ManifestEntry {
+        ManifestEntry {
+            file_id: self.u32(at),
+            block: self.u32(at + 4),
+            slot: self.u32(at + 8),
+            image_crc: self.u32(at + 12),
+            lsn: Lsn(self.u64(at + 16)),
+        }
+    }
+    /// Magic, version, page size and system id.
+    fn owned_by(&self, owner: ManifestOwner, version: u32) -> bool {
+        &self.0[..8] == MAGIC
+            && self.u32(8) == version
+            && self.u32(12) == owner.page_size
+            && self.u64(16) == owner.system_id
+    }
 }
 
 impl Manifest {
-    pub fn encode(&self, owner: ManifestOwner) -> Vec<u8> {
-        let mut b = Vec::with_capacity(HEADER_BYTES + ENTRY_BYTES * self.entries.len() + 4);
+    /// Bytes 0 to 43, the same in both versions: magic, version, owner,
+    /// sequence, redo point, entry count.
+    fn put_header(&self, b: &mut Vec<u8>, owner: ManifestOwner, version: u32) {
         b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.extend_from_slice(&version.to_le_bytes());
         b.extend_from_slice(&owner.page_size.to_le_bytes());
         b.extend_from_slice(&owner.system_id.to_le_bytes());
         b.extend_from_slice(&self.seq.to_le_bytes());
         b.extend_from_slice(&self.redo_lsn.0.to_le_bytes());
         b.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        for e in &self.entries {
-            b.extend_from_slice(&e.file_id.to_le_bytes());
-            b.extend_from_slice(&e.block.to_le_bytes());
-            b.extend_from_slice(&e.slot.to_le_bytes());
-            b.extend_from_slice(&e.image_crc.to_le_bytes());
-            b.extend_from_slice(&e.lsn.0.to_le_bytes());
+    }
+
+    /// The manifest as `dw/deferred` pages, each `owner.page_size` bytes.
+    pub fn encode_pages(&self, owner: ManifestOwner) -> Vec<Vec<u8>> {
+        let page_size = owner.page_size as usize;
+        let per_page = entries_per_page(page_size);
+        let parts = pages_for(self.entries.len(), page_size);
+        (0..parts)
+            .map(|part| {
+                let from = (part * per_page).min(self.entries.len());
+                let to = (from + per_page).min(self.entries.len());
+                let mut b = Vec::with_capacity(page_size);
+                self.put_header(&mut b, owner, FORMAT_VERSION);
+                b.extend_from_slice(&(part as u32).to_le_bytes());
+                b.extend_from_slice(&(parts as u32).to_le_bytes());
+                b.extend_from_slice(&((to - from) as u32).to_le_bytes());
+                b.extend_from_slice(&[0u8; 8]);
+                self.entries[from..to]
+                    .iter()
+                    .for_each(|e| put_entry(&mut b, e));
+                b.resize(page_size - CRC_BYTES, 0);
+                let crc = crc32c(&b);
+                b.extend_from_slice(&crc.to_le_bytes());
+                b
+            })
+            .collect()
+    }
+
+    /// An older build's manifest file (format version 1), or None where it
+    /// fails a check (torn, never written, another database's).
+    pub fn decode_legacy(bytes: &[u8], owner: ManifestOwner) -> Option<Manifest> {
+        if bytes.len() < LEGACY_HEADER_BYTES + CRC_BYTES {
+            return None;
         }
+        let le = Le(bytes);
+        if !le.owned_by(owner, LEGACY_VERSION) {
+            return None;
+        }
+        // Checked before anything is allocated for the entries.
+        let end = (le.u32(40) as usize)
+            .checked_mul(ENTRY_BYTES)
+            .and_then(|n| n.checked_add(LEGACY_HEADER_BYTES))
+            .filter(|&end| end + CRC_BYTES <= bytes.len())?;
+        if crc32c(&bytes[..end]) != le.u32(end) {
+            return None;
+        }
+        Some(Manifest {
+            seq: le.u64(24),
+            redo_lsn: Lsn(le.u64(32)),
+            entries: (LEGACY_HEADER_BYTES..end)
+                .step_by(ENTRY_BYTES)
+                .map(|at| le.entry(at))
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+impl Manifest {
+    /// The manifest as an older build wrote it to its own file.
+    pub fn encode_legacy(&self, owner: ManifestOwner) -> Vec<u8> {
+        let mut b = Vec::new();
+        self.put_header(&mut b, owner, LEGACY_VERSION);
+        b.extend_from_slice(&0u32.to_le_bytes());
+        self.entries.iter().for_each(|e| put_entry(&mut b, e));
         let crc = crc32c(&b);
         b.extend_from_slice(&crc.to_le_bytes());
         b
     }
+}
 
-    /// The manifest in `bytes`, or None where it fails a check (torn,
-    /// never written, another database's or page size's).
-    pub fn decode(bytes: &[u8], owner: ManifestOwner) -> Option<Manifest> {
-        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
-        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
-        if bytes.len() < HEADER_BYTES + 4 || &bytes[..8] != MAGIC {
-            return None;
-        }
-        if u32_at(8) != FORMAT_VERSION
-            || u32_at(12) != owner.page_size
-            || u64_at(16) != owner.system_id
-        {
-            return None;
-        }
-        let count = u32_at(40) as usize;
-        // Checked before anything is allocated for the entries.
-        let end = count
-            .checked_mul(ENTRY_BYTES)
-            .and_then(|n| n.checked_add(HEADER_BYTES))
-            .filter(|&end| end + 4 <= bytes.len())?;
-        if crc32c(&bytes[..end]) != u32_at(end) {
-            return None;
-        }
-        let entries = (0..count)
-            .map(|i| {
-                let at = HEADER_BYTES + i * ENTRY_BYTES;
-                ManifestEntry {
-                    file_id: u32_at(at),
-                    block: u32_at(at + 4),
-                    slot: u32_at(at + 8),
-                    image_crc: u32_at(at + 12),
-                    lsn: Lsn(u64_at(at + 16)),
-                }
-            })
-            .collect();
-        Some(Manifest {
-            seq: u64_at(24),
-            redo_lsn: Lsn(u64_at(32)),
-            entries,
-        })
+/// One page of a manifest, as read from a slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestPart {
+    pub seq: u64,
+    pub redo_lsn: Lsn,
+    pub entry_count: u32,
+    pub part: u32,
+    pub parts: u32,
+    pub entries: Vec<ManifestEntry>,
+}
+
+/// The manifest page in `page`, or None where `page` is not one that
+/// passes its checks (a page image, a torn or foreign manifest page).
+pub fn decode_part(page: &[u8], owner: ManifestOwner) -> Option<ManifestPart> {
+    let page_size = owner.page_size as usize;
+    if page.len() != page_size || page_size < PART_HEADER_BYTES + ENTRY_BYTES + CRC_BYTES {
+        return None;
     }
+    let le = Le(page);
+    if !le.owned_by(owner, FORMAT_VERSION)
+        || crc32c(&page[..page_size - 4]) != le.u32(page_size - 4)
+    {
+        return None;
+    }
+    let (entry_count, part, parts, here) = (
+        le.u32(40) as usize,
+        le.u32(44),
+        le.u32(48),
+        le.u32(52) as usize,
+    );
+    // The counts must agree with each other, so a whole set of parts
+    // holds exactly `entry_count` entries.
+    let per_page = entries_per_page(page_size);
+    let first = part as usize * per_page;
+    let consistent = parts as usize == pages_for(entry_count, page_size)
+        && part < parts
+        && here == entry_count.saturating_sub(first).min(per_page);
+    if !consistent {
+        return None;
+    }
+    Some(ManifestPart {
+        seq: le.u64(24),
+        redo_lsn: Lsn(le.u64(32)),
+        entry_count: entry_count as u32,
+        part,
+        parts,
+        entries: (0..here)
+            .map(|i| le.entry(PART_HEADER_BYTES + i * ENTRY_BYTES))
+            .collect(),
+    })
+}
+
+/// A whole manifest found, and the slots of `dw/deferred` holding its
+/// pages (none for an older build's file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundManifest {
+    pub manifest: Manifest,
+    pub slots: Vec<u32>,
+}
+
+/// The manifest pages found in `dw/deferred`, gathered by sequence.
+#[derive(Default)]
+pub struct ManifestParts {
+    by_seq: BTreeMap<u64, BTreeMap<u32, (u32, ManifestPart)>>,
+}
+
+impl ManifestParts {
+    /// The page in `slot`. A second page of the same sequence and part is
+    /// ignored; pages of one sequence whose headers disagree never make a
+    /// whole manifest.
+    pub fn add(&mut self, slot: u32, part: ManifestPart) {
+        let parts = self.by_seq.entry(part.seq).or_default();
+        parts.entry(part.part).or_insert((slot, part));
+    }
+
+    /// The highest sequence of any page found.
+    pub fn max_seq(&self) -> Option<u64> {
+        self.by_seq.keys().next_back().copied()
+    }
+
+    /// The manifests every page of which was found, newest first.
+    pub fn whole(self) -> Vec<FoundManifest> {
+        let mut out = Vec::new();
+        for (seq, parts) in self.by_seq.into_iter().rev() {
+            let Some((_, first)) = parts.values().next() else {
+                continue;
+            };
+            let same = |p: &ManifestPart| {
+                (p.redo_lsn, p.entry_count, p.parts)
+                    == (first.redo_lsn, first.entry_count, first.parts)
+            };
+            if parts.len() != first.parts as usize || !parts.values().all(|(_, p)| same(p)) {
+                continue;
+            }
+            let redo_lsn = first.redo_lsn;
+            let mut slots = Vec::with_capacity(parts.len());
+            let mut entries = Vec::new();
+            for (slot, p) in parts.into_values() {
+                slots.push(slot);
+                entries.extend(p.entries);
+            }
+            out.push(FoundManifest {
+                manifest: Manifest {
+                    seq,
+                    redo_lsn,
+                    entries,
+                },
+                slots,
+            });
+        }
+        out
+    }
+}
+
+/// Which of `found` (newest first) recovery takes, by index. The newest,
+/// if every entry `passes` (its slot holds the image it names) or its
+/// `redo_lsn` is at or below `control_redo` (the one the control file's
+/// checkpoint relied on, or an opening's: its damaged entries are damage).
+/// Otherwise its fsync may not have returned, and the one before it is
+/// taken: only the newest can be incomplete, since each manifest is
+/// written after the fsync of the one before, whose pages and slots are
+/// reused only after that later one is durable (docs/FORMAT.md, "Why one
+/// fsync is enough").
+pub fn choose(
+    found: &[FoundManifest],
+    control_redo: Lsn,
+    passes: impl Fn(&Manifest) -> bool,
+) -> Option<usize> {
+    let newest = &found.first()?.manifest;
+    if newest.redo_lsn <= control_redo || passes(newest) || found.len() == 1 {
+        Some(0)
+    } else {
+        Some(1)
+    }
+}
+
+/// The file an older build wrote manifest `seq` to.
+pub fn legacy_manifest_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(super::area::AREA_DIR)
+        .join(format!("manifest-{}", seq % 2))
+}
+
+/// Whether `name` is one of an older build's manifest files.
+pub fn is_legacy_manifest_name(name: &str) -> bool {
+    name == "manifest-0" || name == "manifest-1"
 }
 
 /// A manifest file's bytes; None where a read fails with EIO (a sector torn
@@ -138,96 +348,6 @@ pub fn read_bytes(file: &dyn File, who: Issuer) -> Result<Option<Vec<u8>>> {
     }
 }
 
-/// Of the manifests in `files` (each file's bytes; None: missing or
-/// unreadable), the valid one with the highest sequence.
-pub fn newest(files: &[Option<Vec<u8>>], owner: ManifestOwner) -> Option<Manifest> {
-    files
-        .iter()
-        .flatten()
-        .filter_map(|b| Manifest::decode(b, owner))
-        .max_by_key(|m| m.seq)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const OWNER: ManifestOwner = ManifestOwner {
-        page_size: 8192,
-        system_id: 42,
-    };
-
-    fn manifest(seq: u64, n: u32) -> Manifest {
-        Manifest {
-            seq,
-            redo_lsn: Lsn(1000 + seq),
-            entries: (0..n)
-                .map(|i| ManifestEntry {
-                    file_id: 3,
-                    block: i,
-                    slot: 10 + i,
-                    image_crc: 0xdead_0000 + i,
-                    lsn: Lsn(500 + i as u64),
-                })
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn a_manifest_reads_back_as_written() {
-        let m = manifest(7, 3);
-        let bytes = m.encode(OWNER);
-        assert_eq!(bytes.len(), 48 + 3 * 24 + 4);
-        assert_eq!(Manifest::decode(&bytes, OWNER), Some(m));
-        // Bytes left past the CRC by a longer, older manifest are ignored.
-        let mut longer = bytes.clone();
-        longer.extend_from_slice(&manifest(5, 9).encode(OWNER));
-        assert_eq!(Manifest::decode(&longer, OWNER).unwrap().seq, 7);
-    }
-
-    #[test]
-    fn a_torn_or_foreign_manifest_is_refused() {
-        let bytes = manifest(7, 3).encode(OWNER);
-        for cut in [0, 10, 48, bytes.len() - 1] {
-            assert_eq!(Manifest::decode(&bytes[..cut], OWNER), None, "cut at {cut}");
-        }
-        let mut flipped = bytes.clone();
-        flipped[60] ^= 1;
-        assert_eq!(Manifest::decode(&flipped, OWNER), None);
-        for other in [
-            ManifestOwner {
-                page_size: 4096,
-                ..OWNER
-            },
-            ManifestOwner {
-                system_id: 43,
-                ..OWNER
-            },
-        ] {
-            assert_eq!(Manifest::decode(&bytes, other), None);
-        }
-        // An entry count far past the bytes allocates nothing.
-        let mut huge = bytes.clone();
-        huge[40..44].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(Manifest::decode(&huge, OWNER), None);
-    }
-
-    #[test]
-    fn the_newest_valid_manifest_wins_and_a_torn_one_falls_back() {
-        let old = manifest(4, 2).encode(OWNER);
-        let new = manifest(5, 1).encode(OWNER);
-        let got = newest(&[Some(old.clone()), Some(new.clone())], OWNER).unwrap();
-        assert_eq!(got.seq, 5);
-        let torn = new[..new.len() - 3].to_vec();
-        assert_eq!(newest(&[Some(old), Some(torn)], OWNER).unwrap().seq, 4);
-        assert_eq!(newest(&[None, None], OWNER), None);
-    }
-
-    #[test]
-    fn manifests_alternate_between_two_files() {
-        let dir = Path::new("/db");
-        assert_eq!(manifest_path(dir, 6), Path::new("/db/dw/manifest-0"));
-        assert_eq!(manifest_path(dir, 7), Path::new("/db/dw/manifest-1"));
-        assert!(is_manifest_name("manifest-1") && !is_manifest_name("manifest-2"));
-    }
-}
+#[path = "manifest_tests.rs"]
+mod tests;

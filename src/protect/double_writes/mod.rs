@@ -30,6 +30,7 @@
 
 pub mod area;
 pub mod deferred;
+pub mod deferred_scan;
 pub mod manifest;
 pub mod recover;
 pub mod restore;

@@ -17,26 +17,23 @@
 //! a switch out of double writes still finds its copies. Without `dw/` the
 //! only cost is one lookup of the directory.
 
-use super::area::{check_image, scan_shard, Expect, Shard, SlotCopy, SlotDamage, AREA_DIR};
-use super::manifest::{self, is_manifest_name, manifest_path, ManifestEntry, ManifestOwner};
-use super::restore::{
-    plan_restore, BadPage, DamagedDurable, PageCheck, RestoreCounts, RestoreInput,
-};
+use super::area::{scan_shard, Expect, Shard, AREA_DIR};
+use super::deferred_scan::{self, ManifestStart};
+use super::manifest::is_legacy_manifest_name;
+use super::restore::{plan_restore, BadPage, PageCheck, RestoreCounts, RestoreInput};
 use super::writer::DEFERRED_FILE;
 use crate::buffer::DataFiles;
 use crate::control::ControlFile;
 use crate::error::{Error, Result};
 use crate::file::segmented::PageRead;
 use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};
-use crate::lsn::Lsn;
-use crate::page::{page_lsn, read_header, verify_page, PageError, PageState};
+use crate::page::{page_lsn, verify_page, PageError, PageState};
 use crate::recovery::WalScan;
-use crate::settings::ChecksumAlgorithm;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 /// What the area held and what was done with it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AreaRecovery {
     /// Shard files read.
     pub shards: u64,
@@ -49,14 +46,35 @@ pub struct AreaRecovery {
     pub blocks_unreadable: u64,
     /// The highest batch sequence found: the write path starts above it.
     pub max_batch_seq: u64,
-    /// Entries of the newest valid manifest of `dw/deferred`.
+    /// Entries of the manifest of `dw/deferred` recovery took.
     pub manifest_entries: u64,
+    /// Newer manifests it passed over, their fsync perhaps unreturned.
+    pub manifests_passed_over: u64,
     /// `dw/deferred`: slots read, and the intact copies among them that
     /// may be restored (those the manifest names, and the newest of each
     /// page in the window of usable copies).
     pub deferred_slots: u64,
     pub deferred_copies: u64,
     pub counts: RestoreCounts,
+    /// Where the opening's first manifest may go.
+    pub manifest_start: ManifestStart,
+}
+
+/// What an opening's write path starts from, as recovery left the area.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AreaStart {
+    /// Above every batch sequence the area held.
+    pub first_batch_seq: u64,
+    pub manifest: ManifestStart,
+}
+
+impl AreaRecovery {
+    pub fn start(&self) -> AreaStart {
+        AreaStart {
+            first_batch_seq: self.max_batch_seq + 1,
+            manifest: self.manifest_start.clone(),
+        }
+    }
 }
 
 /// Restores pages from `dir`'s double-write area, if it has one, before
@@ -78,38 +96,20 @@ pub fn restore_before_redo(
         return Ok(out);
     }
     let settings = &control.settings;
-    let owner = ManifestOwner {
-        page_size: settings.page_size,
-        system_id: control.system_id,
-    };
-    let named = read_manifest(fs, dir, owner)?;
-    out.manifest_entries = named.len() as u64;
-    let mut copies = Vec::new();
+    let d = deferred_scan::scan(fs, dir, control, (control.redo_lsn, scan.end))?;
+    out.manifest_entries = d.manifest_entries;
+    out.manifests_passed_over = d.manifests_passed_over;
+    out.deferred_slots = d.slots;
+    out.blocks_unreadable += d.unreadable;
+    out.deferred_copies = (d.copies.len() + d.durable.len()) as u64;
+    out.manifest_start = d.start;
+    let mut copies = d.copies;
     let mut damaged = Vec::new();
-    let mut durable = Vec::new();
-    let mut durable_damaged = Vec::new();
-    let mut deferred_read = false;
+    let durable = d.durable;
+    let durable_damaged = d.durable_damaged;
     for path in fs.list_dir(&area_dir)? {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if is_manifest_name(name) {
-            continue;
-        }
-        if name == DEFERRED_FILE {
-            let file = fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?;
-            let d = scan_deferred(
-                file.as_ref(),
-                settings.page_size as usize,
-                settings.data_checksums,
-                (control.redo_lsn, scan.end),
-                &named,
-            )?;
-            deferred_read = true;
-            out.deferred_slots = d.slots;
-            out.blocks_unreadable += d.unreadable;
-            out.deferred_copies = (d.copies.len() + d.durable.len()) as u64;
-            copies.extend(d.copies);
-            durable.extend(d.durable);
-            durable_damaged.extend(d.durable_damaged);
+        if is_legacy_manifest_name(name) || name == DEFERRED_FILE {
             continue;
         }
         let Some(rest) = name.strip_prefix("shard-") else {
@@ -146,14 +146,6 @@ pub fn restore_before_redo(
         out.max_batch_seq = out.max_batch_seq.max(s.max_batch_seq);
         copies.extend(s.copies);
         damaged.extend(s.damaged);
-    }
-    if !deferred_read {
-        // A manifest naming slots of a file that is gone: every one is lost.
-        durable_damaged.extend(
-            named
-                .values()
-                .map(|e| damaged_durable(e, SlotDamage::BeyondEnd)),
-        );
     }
     if out.tmp_removed > 0 {
         fs.sync_dir(&area_dir, Issuer::Recovery)?;
@@ -213,6 +205,7 @@ pub fn restore_before_redo(
         deferred_slots = out.deferred_slots,
         deferred_copies = out.deferred_copies,
         manifest_entries = out.manifest_entries,
+        manifests_passed_over = out.manifests_passed_over,
         durable_copies = out.counts.durable,
         unreadable_blocks = out.blocks_unreadable,
         "double-write area read"
@@ -234,7 +227,7 @@ fn read_shard(file: &dyn crate::file::File, page_size: usize) -> Result<(Vec<u8>
 
 /// Fills `buf` from `offset` of `file`, a block that fails with EIO
 /// reading as zeros; returns how many did.
-fn read_blocks(
+pub(super) fn read_blocks(
     file: &dyn crate::file::File,
     offset: u64,
     buf: &mut [u8],
@@ -257,125 +250,6 @@ fn read_blocks(
         }
     }
     Ok(unreadable)
-}
-
-/// What `dw/deferred` held.
-struct DeferredScan {
-    /// Slots read (whole pages in the file).
-    slots: u64,
-    /// Slots that failed with EIO.
-    unreadable: u64,
-    /// The newest intact copy of each page within the window, among slots
-    /// the manifest does not name.
-    copies: Vec<SlotCopy>,
-    /// The slots the manifest names, intact or not.
-    durable: Vec<SlotCopy>,
-    durable_damaged: Vec<DamagedDurable>,
-}
-
-/// Slots read from `dw/deferred` at a time: the file may hold a gigabyte.
-const DEFERRED_READ_SLOTS: usize = 256;
-
-/// The entries of `dir`'s newest valid manifest, by slot (none: no valid
-/// manifest, as before the first one was written).
-fn read_manifest(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    owner: ManifestOwner,
-) -> Result<HashMap<u32, ManifestEntry>> {
-    let mut found = Vec::new();
-    for seq in 0..2 {
-        let path = manifest_path(dir, seq);
-        if !fs.exists(&path) {
-            found.push(None);
-            continue;
-        }
-        let file = fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?;
-        found.push(manifest::read_bytes(file.as_ref(), Issuer::Recovery)?);
-    }
-    let entries = manifest::newest(&found, owner).map_or_else(Vec::new, |m| m.entries);
-    Ok(entries.into_iter().map(|e| (e.slot, e)).collect())
-}
-
-fn damaged_durable(e: &ManifestEntry, damage: SlotDamage) -> DamagedDurable {
-    DamagedDurable {
-        slot: e.slot,
-        file_id: e.file_id,
-        block: e.block,
-        lsn: e.lsn,
-        damage,
-    }
-}
-
-/// Reads `dw/deferred`: the slots `named` by the manifest, checked against
-/// their entries, and of the other slots the newest intact copy of each
-/// page whose LSN lies in `window` (redo point, end of the WAL): only those
-/// can be restored, so memory holds at most one page per page deferred.
-/// Without page checksums nothing tells a torn slot from an intact one:
-/// none is used (double writes refuse to run without them).
-fn scan_deferred(
-    file: &dyn crate::file::File,
-    page_size: usize,
-    checksums: ChecksumAlgorithm,
-    (redo, wal_end): (Lsn, Lsn),
-    named: &HashMap<u32, ManifestEntry>,
-) -> Result<DeferredScan> {
-    let slots = file.len()? / page_size as u64;
-    let mut out = DeferredScan {
-        slots,
-        unreadable: 0,
-        copies: Vec::new(),
-        durable: Vec::new(),
-        durable_damaged: Vec::new(),
-    };
-    if checksums == ChecksumAlgorithm::Off {
-        return Ok(out);
-    }
-    let mut newest: HashMap<(u32, u32), SlotCopy> = HashMap::new();
-    let mut buf = vec![0u8; DEFERRED_READ_SLOTS * page_size];
-    let mut slot = 0u64;
-    while slot < slots {
-        let n = (slots - slot).min(DEFERRED_READ_SLOTS as u64) as usize;
-        let chunk = &mut buf[..n * page_size];
-        out.unreadable += read_blocks(file, slot * page_size as u64, chunk, page_size)?;
-        for (i, image) in chunk.chunks_exact(page_size).enumerate() {
-            let copy_of = |file_id, block, lsn| SlotCopy {
-                file_id,
-                block,
-                lsn,
-                batch_seq: 0,
-                image: image.to_vec(),
-            };
-            if let Some(e) = named.get(&(slot as u32 + i as u32)) {
-                match check_image(Some(image), e.file_id, e.block, e.lsn, e.image_crc) {
-                    None => out.durable.push(copy_of(e.file_id, e.block, e.lsn)),
-                    Some(damage) => out.durable_damaged.push(damaged_durable(e, damage)),
-                }
-                continue;
-            }
-            let Ok(h) = read_header(image) else { continue };
-            let intact = matches!(
-                verify_page(image, checksums, h.file_id, h.block),
-                Ok(PageState::Valid)
-            );
-            if !intact || h.lsn < redo || h.lsn > wal_end {
-                continue;
-            }
-            let key = (h.file_id, h.block);
-            if newest.get(&key).is_some_and(|c| c.lsn >= h.lsn) {
-                continue;
-            }
-            newest.insert(key, copy_of(h.file_id, h.block, h.lsn));
-        }
-        slot += n as u64;
-    }
-    // Named slots the file no longer reaches.
-    for e in named.values().filter(|e| e.slot as u64 >= slots) {
-        out.durable_damaged
-            .push(damaged_durable(e, SlotDamage::BeyondEnd));
-    }
-    out.copies = newest.into_values().collect();
-    Ok(out)
 }
 
 pub(super) fn is_eio(e: &Error) -> bool {
@@ -441,4 +315,4 @@ pub(crate) fn shard_0_for_tests(
 
 #[cfg(test)]
 #[path = "recover_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -10,10 +10,10 @@ use crate::settings::RequestedCreationSettings;
 use crate::{key_u64, Database, Lsn, Options, TornPageProtection};
 use std::path::{Path, PathBuf};
 
-const PS: usize = 8192;
-const ROWS: u64 = 2000;
+pub(crate) const PS: usize = 8192;
+pub(crate) const ROWS: u64 = 2000;
 
-fn options(p: TornPageProtection) -> Options {
+pub(crate) fn options(p: TornPageProtection) -> Options {
     Options {
         creation: RequestedCreationSettings {
             torn_page_protection: Some(p),
@@ -26,7 +26,7 @@ fn options(p: TornPageProtection) -> Options {
     }
 }
 
-fn row(i: u64, version: u32) -> Vec<u8> {
+pub(crate) fn row(i: u64, version: u32) -> Vec<u8> {
     let mut v = format!("ROW-{i:05}-v{version}-").into_bytes();
     v.resize(120, b'.');
     v
@@ -88,7 +88,7 @@ fn crash_after_update_with(
 
 /// Loads rows into table `t` of a new database in `dir` and closes it
 /// (the loaded pages go in place), reopens it and updates row 500.
-fn load_and_update(dir: &Path, options: Options) -> (Database, u32) {
+pub(crate) fn load_and_update(dir: &Path, options: Options) -> (Database, u32) {
     let db = Database::create(dir, options.clone()).unwrap();
     let t = db.create_table("t").unwrap();
     db.bulk_load(&t, (0..ROWS).map(|i| (key_u64(i), row(i, 0))))
@@ -104,7 +104,11 @@ fn load_and_update(dir: &Path, options: Options) -> (Database, u32) {
 
 /// [`load_and_update`], then lets a client write the dirty pages (as an
 /// eviction would), runs `after_flush`, and crashes. Returns `t`'s file.
-fn update_and_flush(dir: &Path, options: Options, after_flush: impl FnOnce(&Database)) -> u32 {
+pub(crate) fn update_and_flush(
+    dir: &Path,
+    options: Options,
+    after_flush: impl FnOnce(&Database),
+) -> u32 {
     let (db, file_id) = load_and_update(dir, options);
     db.engine.pool.flush_dirty(Issuer::Client, 64).unwrap();
     after_flush(&db);
@@ -113,7 +117,7 @@ fn update_and_flush(dir: &Path, options: Options, after_flush: impl FnOnce(&Data
 }
 
 /// Whether `dir`'s data file `file_id` holds row 500's update in place.
-fn update_in_place(dir: &Path, file_id: u32) -> bool {
+pub(crate) fn update_in_place(dir: &Path, file_id: u32) -> bool {
     let data = std::fs::read(dir.join("data").join(file_id.to_string())).unwrap();
     let needle = b"ROW-00500-v1-";
     data.windows(needle.len()).any(|w| w == needle)
@@ -158,7 +162,7 @@ fn copy_of(c: &Crashed) -> BatchPage<'_> {
     }
 }
 
-fn assert_rows_and_verify(db: Database, dir: &Path) {
+pub(crate) fn assert_rows_and_verify(db: Database, dir: &Path) {
     let t = db.table("t").unwrap();
     let tx = db.begin();
     for i in 0..ROWS {
@@ -387,169 +391,4 @@ fn a_written_back_page_is_repaired_from_its_deferred_slot_not_the_area() {
     assert!(db.recovery.pages_repaired_from_double_writes >= 1);
     assert_eq!(page_on_disk(&c), c.page);
     assert_rows_and_verify(db, &c.dir);
-}
-
-/// Loads rows, checkpoints, updates row 500, lets a client's eviction
-/// defer its page, and checkpoints again: the redo point passes the
-/// update while the page stays in `dw/deferred`, named by the manifest.
-/// Then crashes. Returns the directory and the options.
-fn crash_with_a_page_deferred_across_a_checkpoint(root: &Path) -> (PathBuf, Options) {
-    let opts = Options {
-        double_write_defer_in_place: true,
-        ..options(TornPageProtection::DoubleWrites)
-    };
-    let dir = root.join("db");
-    let file_id = update_and_flush(&dir, opts.clone(), |db| {
-        let protection = db.engine.pool.page_write_protection();
-        assert!(protection.deferred_pages() >= 1);
-        db.checkpoint().unwrap();
-        assert!(
-            protection.deferred_pages() >= 1,
-            "kept across the checkpoint"
-        );
-    });
-    assert!(
-        !update_in_place(&dir, file_id),
-        "the update is only in dw/deferred"
-    );
-    (dir, opts)
-}
-
-#[test]
-fn a_page_deferred_across_a_checkpoint_is_restored_from_its_manifest() {
-    let root = tempfile::tempdir().unwrap();
-    let (dir, opts) = crash_with_a_page_deferred_across_a_checkpoint(root.path());
-    // Without its manifest the same directory loses the update: the WAL
-    // that made it lies before the redo point (what the manifest is for).
-    let bare = root.path().join("bare");
-    std::fs::create_dir_all(&bare).unwrap();
-    let cp = std::process::Command::new("cp")
-        .args([
-            "-a",
-            &format!("{}/.", dir.display()),
-            &bare.display().to_string(),
-        ])
-        .status()
-        .unwrap();
-    assert!(cp.success());
-    for seq in 0..2 {
-        std::fs::remove_file(super::manifest_path(&bare, seq)).unwrap();
-    }
-    let db = Database::open(&bare, opts.clone()).unwrap();
-    let t = db.table("t").unwrap();
-    let got = db.begin().get(&t, &key_u64(500)).unwrap().unwrap();
-    assert_eq!(got, row(500, 0), "the update lost without the manifest");
-    drop(db);
-
-    let db = Database::open(&dir, opts).unwrap();
-    assert!(db.recovery.pages_repaired_from_double_writes >= 1);
-    assert_rows_and_verify(db, &dir);
-}
-
-#[test]
-fn a_damaged_slot_the_manifest_names_stops_the_opening_naming_the_page() {
-    let root = tempfile::tempdir().unwrap();
-    let (dir, opts) = crash_with_a_page_deferred_across_a_checkpoint(root.path());
-    let path = dir.join("dw").join("deferred");
-    let mut slots = std::fs::read(&path).unwrap();
-    for b in &mut slots {
-        *b ^= 0x5A;
-    }
-    std::fs::write(&path, &slots).unwrap();
-    let e = Database::open(&dir, opts)
-        .err()
-        .expect("refused")
-        .to_string();
-    assert!(
-        e.contains("data file") && e.contains("block") && e.contains("dw/deferred"),
-        "{e}"
-    );
-}
-
-#[test]
-fn a_page_a_checkpoint_deferred_is_restored_from_its_manifest() {
-    let root = tempfile::tempdir().unwrap();
-    let opts = Options {
-        double_write_defer_in_place: true,
-        ..options(TornPageProtection::DoubleWrites)
-    };
-    let dir = root.path().join("db");
-    // No client writes the page: the checkpoint stores it in dw/deferred
-    // and its redo point passes the update.
-    let (db, file_id) = load_and_update(&dir, opts.clone());
-    db.checkpoint().unwrap();
-    let deferred = db.statistics().double_write.checkpointer.deferred;
-    assert!(deferred >= 1, "{deferred}");
-    drop(db); // a crash
-    assert!(!update_in_place(&dir, file_id), "only in dw/deferred");
-    let db = Database::open(&dir, opts).unwrap();
-    assert!(db.recovery.pages_repaired_below_redo >= 1);
-    assert_rows_and_verify(db, &dir);
-}
-
-/// Whether `dir`'s data file `file_id` holds `needle` in place.
-fn in_place(dir: &Path, file_id: u32, needle: &[u8]) -> bool {
-    let data = std::fs::read(dir.join("data").join(file_id.to_string())).unwrap();
-    data.windows(needle.len()).any(|w| w == needle)
-}
-
-#[test]
-fn a_checkpoint_writes_back_the_cold_pages_and_keeps_the_hot_one_deferred() {
-    let root = tempfile::tempdir().unwrap();
-    let opts = Options {
-        double_write_defer_in_place: true,
-        // 10 area pages: dw/deferred holds 160 slots; after the updates
-        // below the table takes about 100 pages.
-        double_write_buffer_size: 10 * PS as u64,
-        ..options(TornPageProtection::DoubleWrites)
-    };
-    let dir = root.path().join("db");
-    let (db, file_id) = load_and_update(&dir, opts.clone());
-    let t = db.table("t").unwrap();
-    let version = |i: u64| if i == 500 { 3 } else { 2 };
-    let stats = || db.statistics().double_write.checkpointer;
-    // Every page dirty: the first checkpoint defers them all.
-    let mut tx = db.begin();
-    for i in (0..ROWS).filter(|&i| i != 500) {
-        tx.update(&t, &key_u64(i), &row(i, 2)).unwrap();
-    }
-    tx.commit().unwrap();
-    let s0 = stats();
-    db.checkpoint().unwrap();
-    let s1 = stats();
-    let deferred = s1.deferred - s0.deferred;
-    assert!(deferred > 80, "more than half the file: {s1:?}");
-    assert_eq!((s1.written_back, s1.pages), (s0.written_back, s0.pages));
-    // Only row 500's page changes: the next checkpoint finds the file more
-    // than half taken, defers that page again, and writes the rest back.
-    let mut tx = db.begin();
-    tx.update(&t, &key_u64(500), &row(500, 3)).unwrap();
-    tx.commit().unwrap();
-    db.checkpoint().unwrap();
-    let s2 = stats();
-    assert!(s2.deferred > s1.deferred, "the hot page deferred: {s2:?}");
-    assert_eq!(s2.pages, s1.pages, "nothing through the area");
-    let cold = s2.written_back - s1.written_back;
-    assert!(cold + 8 >= deferred, "{cold} of {deferred}");
-    assert!(
-        in_place(&dir, file_id, &row(1, 2)),
-        "a cold page went in place"
-    );
-    assert!(
-        !in_place(&dir, file_id, &row(500, 3)),
-        "the hot one did not"
-    );
-    drop(db); // a crash: row 500's page is only in a slot the manifest names
-    let db = Database::open(&dir, opts).unwrap();
-    assert!(db.recovery.pages_repaired_below_redo >= 1);
-    let t = db.table("t").unwrap();
-    let tx = db.begin();
-    for i in 0..ROWS {
-        let got = tx.get(&t, &key_u64(i)).unwrap().unwrap();
-        assert_eq!(got, row(i, version(i)), "row {i}");
-    }
-    drop(tx);
-    db.close().unwrap();
-    let report = crate::verify::verify_database(&PosixFileSystem::default(), &dir).unwrap();
-    assert!(report.ok(), "{:?}", report.failures);
 }

@@ -1,6 +1,6 @@
 //! The I/O of deferred in-place writes ([`super::super::deferred`]): storing
 //! evicted pages in `dw/deferred`, reading them back, naming them in a
-//! manifest at each checkpoint, opening the file and its manifests, and
+//! manifest at each checkpoint, opening the file, and
 //! writing them back in place, with their fsynced slots as their
 //! double-write copies.
 
@@ -13,6 +13,7 @@ use crate::lsn::Lsn;
 use crate::page::{page_lsn, verify_page, PageState};
 use crate::protect::double_writes::area::{Shard, AREA_DIR};
 use crate::protect::double_writes::deferred::{Claimed, DeferredCopy};
+use crate::protect::double_writes::deferred_scan::ManifestStart;
 use crate::protect::double_writes::manifest::{self, Manifest, ManifestEntry, ManifestOwner};
 use crate::protect::double_writes::shard_file::shard_of;
 use std::path::Path;
@@ -45,20 +46,13 @@ impl DoubleWrites {
             }
         }
         stored.sort_unstable();
-        let most = (DEFERRED_WRITE_BYTES / self.page_size).max(1);
-        let mut run_start = 0;
-        for k in 1..=stored.len() {
-            if k < stored.len() && stored[k].0 == stored[k - 1].0 + 1 && k - run_start < most {
-                continue;
-            }
-            let run = &stored[run_start..k];
-            let bufs: Vec<&[u8]> = run.iter().map(|&(_, i)| pages[i].bytes()).collect();
-            let offset = run[0].0 as u64 * self.page_size as u64;
-            if let Err(e) = self.deferred_file.write_vectored_at(&bufs, offset, who) {
-                self.deferred.give_back(stored.iter().map(|s| s.0));
-                return Err(e);
-            }
-            run_start = k;
+        let images: Vec<(u32, &[u8])> = stored
+            .iter()
+            .map(|&(slot, i)| (slot, pages[i].bytes()))
+            .collect();
+        if let Err(e) = self.write_slots(&images, who) {
+            self.deferred.give_back(stored.iter().map(|s| s.0));
+            return Err(e);
         }
         let copies: Vec<(PageId, DeferredCopy)> = stored
             .iter()
@@ -75,6 +69,24 @@ impl DoubleWrites {
         let obsolete = self.deferred.publish(&copies);
         w.stats.deferred.fetch_add(copies.len() as u64, Relaxed);
         w.stats.obsolete.fetch_add(obsolete as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Writes `images` (sorted by slot) to their slots: a run of
+    /// consecutive slots in one call, of at most `DEFERRED_WRITE_BYTES`.
+    fn write_slots(&self, images: &[(u32, &[u8])], who: Issuer) -> Result<()> {
+        let most = (DEFERRED_WRITE_BYTES / self.page_size).max(1);
+        let mut run_start = 0;
+        for k in 1..=images.len() {
+            if k < images.len() && images[k].0 == images[k - 1].0 + 1 && k - run_start < most {
+                continue;
+            }
+            let run = &images[run_start..k];
+            let bufs: Vec<&[u8]> = run.iter().map(|&(_, bytes)| bytes).collect();
+            let offset = run[0].0 as u64 * self.page_size as u64;
+            self.deferred_file.write_vectored_at(&bufs, offset, who)?;
+            run_start = k;
+        }
         Ok(())
     }
 
@@ -206,11 +218,12 @@ impl DoubleWrites {
         }
     }
 
-    /// A checkpoint's last step before its control file: makes every
-    /// deferred page's slot durable and names it in a new manifest, so
-    /// that the redo point `redo` may pass the pages' changes. Call after
-    /// the data files' fsyncs: a page the manifest no longer names must be
-    /// durable in place (or have a durable copy in the area).
+    /// A checkpoint's last step before its control file: names every
+    /// deferred page's slot in a new manifest, written into free slots of
+    /// `dw/deferred`, and fsyncs the file once, so that the redo point
+    /// `redo` may pass the pages' changes. Call after the data files'
+    /// fsyncs: a page the manifest no longer names must be durable in
+    /// place (or have a durable copy in the area).
     pub(super) fn write_manifest(&self, redo: Lsn, who: Issuer) -> Result<()> {
         if !self.deferred.manifest_needed() {
             // Nothing deferred, none named: the durable (empty) manifest
@@ -219,87 +232,105 @@ impl DoubleWrites {
         }
         let copies = self.deferred.snapshot_for_manifest();
         let w = &self.shards[Shard::Checkpointer.number() as usize];
-        let written = (|| {
-            // Every copy named was written before the snapshot.
-            self.deferred_file.sync_all(who)?;
-            let seq = self.next_manifest_seq.fetch_add(1, Relaxed);
-            let entries = copies
-                .iter()
-                .map(|&(id, c)| ManifestEntry {
-                    file_id: id.file_id,
-                    block: id.block,
-                    slot: c.slot,
-                    image_crc: c.crc,
-                    lsn: c.lsn,
-                })
-                .collect();
-            let m = Manifest {
-                seq,
-                redo_lsn: redo,
-                entries,
-            };
-            let file = &self.manifests[(seq % 2) as usize];
-            file.write_at(&m.encode(self.owner), 0, who)?;
-            file.sync_all(who)
-        })();
+        let seq = self.next_manifest_seq.fetch_add(1, Relaxed);
+        let entries = copies
+            .iter()
+            .map(|&(id, c)| ManifestEntry {
+                file_id: id.file_id,
+                block: id.block,
+                slot: c.slot,
+                image_crc: c.crc,
+                lsn: c.lsn,
+            })
+            .collect();
+        let m = Manifest {
+            seq,
+            redo_lsn: redo,
+            entries,
+        };
+        let pages = m.encode_pages(self.owner);
+        let slots = self.deferred.take_manifest_slots(pages.len());
+        let mut images: Vec<(u32, &[u8])> = slots
+            .iter()
+            .zip(&pages)
+            .map(|(&slot, page)| (slot, page.as_slice()))
+            .collect();
+        images.sort_unstable_by_key(|i| i.0);
+        // Every copy named was written before the snapshot: this one
+        // fsync makes them and the manifest durable together.
+        let written = self
+            .write_slots(&images, who)
+            .and_then(|()| self.deferred_file.sync_all(who));
         self.deferred.manifest_written(written.is_ok());
         if written.is_ok() {
             w.stats.manifests.fetch_add(1, Relaxed);
+            self.durable_manifest_seq.store(seq, Relaxed);
         }
         written
     }
 }
 
-/// Opens `dw/deferred` and the two manifests, creating what is missing
-/// (and fsyncing the directory then: a checkpoint's manifest makes slots
-/// the only copies of pages, so no file may vanish at a power loss, as the
-/// crash laboratory found). Recovery has restored what the file held where
-/// a data page needed it, and fsynced those restores, so an empty manifest
-/// goes out first and the file starts empty.
+/// Opens `dw/deferred`, creating it if missing (and fsyncing the directory
+/// then: a checkpoint's manifest makes slots the only copies of pages, so
+/// the file may not vanish at a power loss, as the crash laboratory
+/// found). Recovery has restored what the file held where a data page
+/// needed it, and fsynced those restores, so the opening writes an empty
+/// manifest to the lowest slot that holds no page of the manifest
+/// recovery took (which stays whole until this one is durable), fsyncs
+/// it, and cuts the file just past it. An older build's manifest files go
+/// after that.
 pub(super) fn open_deferred_file(
     fs: &dyn FileSystem,
     dir: &Path,
     owner: ManifestOwner,
+    start: &ManifestStart,
     who: Issuer,
-) -> Result<DeferredFiles> {
+) -> Result<DeferredFile> {
     let area_dir = dir.join(AREA_DIR);
-    let mut created = false;
-    let mut open = |path: &Path| {
-        created |= !fs.exists(path);
-        fs.open(path, FileKind::DoubleWrite, OpenOptions::create())
-    };
-    let deferred_file = open(&area_dir.join(DEFERRED_FILE))?;
-    let manifests = [
-        open(&manifest::manifest_path(dir, 0))?,
-        open(&manifest::manifest_path(dir, 1))?,
-    ];
+    let path = area_dir.join(DEFERRED_FILE);
+    let created = !fs.exists(&path);
+    let file = fs.open(&path, FileKind::DoubleWrite, OpenOptions::create())?;
     if created {
         fs.sync_dir(&area_dir, who)?;
     }
-    let found = manifests
-        .iter()
-        .map(|f| manifest::read_bytes(f.as_ref(), who))
-        .collect::<Result<Vec<_>>>()?;
-    let seq = manifest::newest(&found, owner).map_or(1, |m| m.seq + 1);
+    let seq = start.last_seq + 1;
     let empty = Manifest {
         seq,
-        redo_lsn: Lsn::INVALID,
+        redo_lsn: start.redo,
         entries: Vec::new(),
     };
-    let file = &manifests[(seq % 2) as usize];
-    file.write_at(&empty.encode(owner), 0, who)?;
+    let slot = (0..)
+        .find(|s| !start.keep_slots.contains(s))
+        .expect("a slot outside a finite list");
+    let [page] = &empty.encode_pages(owner)[..] else {
+        unreachable!("an empty manifest is one page")
+    };
+    let page_size = owner.page_size as u64;
+    file.write_at(page, slot as u64 * page_size, who)?;
     file.sync_all(who)?;
-    deferred_file.set_len(0, who)?;
-    Ok(DeferredFiles {
-        slots: deferred_file,
-        manifests,
-        next_manifest_seq: seq + 1,
+    file.set_len((slot as u64 + 1) * page_size, who)?;
+    let mut removed = false;
+    for legacy in 0..2 {
+        let path = manifest::legacy_manifest_path(dir, legacy);
+        if fs.exists(&path) {
+            fs.remove(&path, FileKind::DoubleWrite, who)?;
+            removed = true;
+        }
+    }
+    if removed {
+        fs.sync_dir(&area_dir, who)?;
+    }
+    Ok(DeferredFile {
+        slots: file,
+        manifest_slot: slot,
+        manifest_seq: seq,
     })
 }
 
-/// `dw/deferred` and its manifests, as an opening left them.
-pub(super) struct DeferredFiles {
+/// `dw/deferred` as an opening left it: its empty manifest, with sequence
+/// `manifest_seq`, in slot `manifest_slot`, the file's last.
+pub(super) struct DeferredFile {
     pub slots: Arc<dyn File>,
-    pub manifests: [Arc<dyn File>; 2],
-    pub next_manifest_seq: u64,
+    pub manifest_slot: u32,
+    pub manifest_seq: u64,
 }

@@ -26,6 +26,7 @@
 use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard};
 use super::deferred::DeferredPages;
 use super::manifest::ManifestOwner;
+use super::recover::AreaStart;
 use super::ring::{Mark, Reserve, Ring};
 use super::settings::AreaSettings;
 use super::shard_file::{self, shard_of, AlignedBuf, GroupSync};
@@ -123,10 +124,10 @@ pub struct DoubleWrites {
     /// checkpoint).
     deferred_file: Arc<dyn File>,
     deferred: DeferredPages,
-    /// `dw/manifest-0` and `dw/manifest-1`, by sequence modulo 2.
-    manifests: [Arc<dyn File>; 2],
     /// The next manifest's sequence.
     next_manifest_seq: AtomicU64,
+    /// The newest durable manifest's sequence, for the control file.
+    durable_manifest_seq: AtomicU64,
     /// What a manifest is stamped with.
     owner: ManifestOwner,
     /// The images of a write-back read back from `dw/deferred`, kept
@@ -158,7 +159,7 @@ impl DoubleWrites {
         system_id: u64,
         files: Arc<DataFiles>,
         settings: AreaSettings,
-        first_batch_seq: u64,
+        start: &AreaStart,
         stats: &DoubleWriteStats,
     ) -> Result<DoubleWrites> {
         let page_size = files.page_size();
@@ -190,18 +191,21 @@ impl DoubleWrites {
             page_size: page_size as u32,
             system_id,
         };
-        let opened = write_back::open_deferred_file(fs, dir, owner, Issuer::Recovery)?;
+        let opened =
+            write_back::open_deferred_file(fs, dir, owner, &start.manifest, Issuer::Recovery)?;
+        let deferred = DeferredPages::new(settings.deferred_slots);
+        deferred.opened_with_manifest_at(opened.manifest_slot);
         Ok(DoubleWrites {
             dir: dir.to_path_buf(),
             files,
             page_size,
             settings,
-            next_batch_seq: AtomicU64::new(first_batch_seq.max(1)),
+            next_batch_seq: AtomicU64::new(start.first_batch_seq.max(1)),
             shards,
             deferred_file: opened.slots,
-            deferred: DeferredPages::new(settings.deferred_slots),
-            manifests: opened.manifests,
-            next_manifest_seq: AtomicU64::new(opened.next_manifest_seq),
+            deferred,
+            next_manifest_seq: AtomicU64::new(opened.manifest_seq + 1),
+            durable_manifest_seq: AtomicU64::new(opened.manifest_seq),
             owner,
             write_back_images: Mutex::new(Vec::new()),
             checkpoint_defers: AtomicBool::new(false),
@@ -498,6 +502,10 @@ impl PageWriteProtection for DoubleWrites {
     fn persist_deferred(&self, redo: Lsn, who: Issuer) -> Result<()> {
         self.checkpoint_defers.store(false, Release);
         self.write_manifest(redo, who)
+    }
+
+    fn durable_manifest(&self) -> u64 {
+        self.durable_manifest_seq.load(Relaxed)
     }
 
     fn forget_file(&self, file_id: u32) {

@@ -4,8 +4,11 @@
 use super::*;
 use crate::buffer::PageId;
 use crate::file::posix::PosixFileSystem;
+use crate::file::FileKind;
+use crate::file::{IoOp, IoStats};
 use crate::page::{init_page, set_checksum, set_page_lsn, PageKind};
 use crate::protect::double_writes::area::{scan_shard, Expect};
+use crate::protect::double_writes::deferred_scan::ManifestStart;
 use crate::protect::double_writes::manifest;
 use crate::settings::{ChecksumAlgorithm, CreationSettings};
 use crate::Lsn;
@@ -18,6 +21,16 @@ struct Setup {
     dir: std::path::PathBuf,
     files: Arc<DataFiles>,
     dw: DoubleWrites,
+    io: Arc<IoStats>,
+}
+
+/// An opening's start with batch sequences above `first_batch_seq - 1`
+/// and no manifest found.
+fn start(first_batch_seq: u64) -> AreaStart {
+    AreaStart {
+        first_batch_seq,
+        ..AreaStart::default()
+    }
 }
 
 fn setup(area_blocks: u32, batch_pages: usize) -> Setup {
@@ -39,7 +52,8 @@ fn area(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> AreaSetti
 fn setup_with(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
-    let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
+    let io = Arc::new(IoStats::default());
+    let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::new(io.clone()));
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let settings = CreationSettings {
         page_size: PS as u32,
@@ -52,7 +66,7 @@ fn setup_with(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> Set
         SYSTEM_ID,
         files.clone(),
         area(area_blocks, batch_pages, defer_in_place),
-        40,
+        &start(40),
         &DoubleWriteStats::default(),
     )
     .unwrap();
@@ -61,6 +75,7 @@ fn setup_with(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> Set
         dir,
         files,
         dw,
+        io,
     }
 }
 
@@ -159,7 +174,16 @@ fn another_size_creates_the_shard_again_and_another_database_is_refused() {
     let fs = PosixFileSystem::default();
     let bigger = area(16, 4, false);
     let stats = DoubleWriteStats::default();
-    DoubleWrites::open(&fs, &s.dir, SYSTEM_ID, s.files.clone(), bigger, 1, &stats).unwrap();
+    DoubleWrites::open(
+        &fs,
+        &s.dir,
+        SYSTEM_ID,
+        s.files.clone(),
+        bigger,
+        &start(1),
+        &stats,
+    )
+    .unwrap();
     let len = std::fs::metadata(Shard::Checkpointer.path(&s.dir))
         .unwrap()
         .len();
@@ -171,7 +195,7 @@ fn another_size_creates_the_shard_again_and_another_database_is_refused() {
         SYSTEM_ID + 1,
         s.files.clone(),
         bigger,
-        1,
+        &start(1),
         &stats,
     )
     .err()
@@ -325,16 +349,25 @@ fn a_page_written_in_place_later_is_no_longer_read_from_its_old_copy() {
     assert_eq!(lsn_in_place(&s, 1), Some(200));
 }
 
-/// The newest valid manifest in `dir`'s area.
-fn newest_manifest(dir: &Path) -> manifest::Manifest {
-    let files: Vec<Option<Vec<u8>>> = (0..2)
-        .map(|seq| std::fs::read(manifest::manifest_path(dir, seq)).ok())
-        .collect();
+/// The newest whole manifest in `dir`'s `dw/deferred`, and the slots of
+/// its pages.
+fn newest_manifest_at(dir: &Path) -> manifest::FoundManifest {
+    let file = std::fs::read(dir.join("dw").join(DEFERRED_FILE)).unwrap();
     let owner = ManifestOwner {
         page_size: PS as u32,
         system_id: SYSTEM_ID,
     };
-    manifest::newest(&files, owner).expect("a valid manifest")
+    let mut parts = manifest::ManifestParts::default();
+    for (slot, page) in file.chunks_exact(PS).enumerate() {
+        if let Some(part) = manifest::decode_part(page, owner) {
+            parts.add(slot as u32, part);
+        }
+    }
+    parts.whole().into_iter().next().expect("a whole manifest")
+}
+
+fn newest_manifest(dir: &Path) -> manifest::Manifest {
+    newest_manifest_at(dir).manifest
 }
 
 #[test]
@@ -346,8 +379,13 @@ fn a_checkpoint_names_every_deferred_page_in_a_durable_manifest() {
     write(&s, &pages, Issuer::Client);
     assert!(!s.dw.begin_checkpoint(false), "2 of 8 slots taken");
     assert!(s.dw.begin_checkpoint(true), "a shutdown writes them back");
+    let fsyncs = || {
+        s.io.calls_by(Issuer::Checkpointer, FileKind::DoubleWrite, IoOp::Fsync)
+    };
+    let before = fsyncs();
     s.dw.persist_deferred(Lsn(150), Issuer::Checkpointer)
         .unwrap();
+    assert_eq!(fsyncs() - before, 1, "the slots and the manifest together");
     let m = newest_manifest(&s.dir);
     assert_eq!((m.seq, m.redo_lsn), (opened.seq + 1, Lsn(150)));
     let named: Vec<(u32, u32, u64, u32)> = m
@@ -375,21 +413,43 @@ fn a_checkpoint_names_every_deferred_page_in_a_durable_manifest() {
     let file = std::fs::read(s.dir.join("dw").join(DEFERRED_FILE)).unwrap();
     let at = m.entries[0].slot as usize * PS;
     assert_eq!(page_lsn(&file[at..at + PS]), Lsn(100));
-    // Another opening writes an empty manifest above it.
+    assert_eq!(s.dw.durable_manifest(), m.seq, "for the control file");
+    // Another opening writes an empty manifest above the one recovery
+    // took, in the lowest slot that holds none of its pages, and cuts the
+    // file there.
+    let kept = newest_manifest_at(&s.dir).slots;
     drop(s.dw);
+    let recovered = AreaStart {
+        first_batch_seq: 1,
+        manifest: ManifestStart {
+            last_seq: m.seq,
+            keep_slots: kept.clone(),
+            redo: Lsn(150),
+        },
+    };
     let again = DoubleWrites::open(
         &PosixFileSystem::default(),
         &s.dir,
         SYSTEM_ID,
         s.files.clone(),
         area(8, 8, true),
-        1,
+        &recovered,
         &DoubleWriteStats::default(),
     )
     .unwrap();
+    assert_eq!(again.durable_manifest(), m.seq + 1);
     drop(again);
-    let reopened = newest_manifest(&s.dir);
-    assert_eq!((reopened.seq, reopened.entries.len()), (m.seq + 1, 0));
+    let reopened = newest_manifest_at(&s.dir);
+    assert_eq!(
+        (reopened.manifest.seq, reopened.manifest.entries.len()),
+        (m.seq + 1, 0)
+    );
+    let slot = (0..).find(|s| !kept.contains(s)).unwrap();
+    assert_eq!(reopened.slots, [slot]);
+    let len = std::fs::metadata(s.dir.join("dw").join(DEFERRED_FILE))
+        .unwrap()
+        .len();
+    assert_eq!(len, (slot as u64 + 1) * PS as u64);
 }
 
 /// A checkpoint's last step, at redo point `redo`: (block, LSN) of each

@@ -1,0 +1,247 @@
+//! Recovery's reading of `dw/deferred` (docs/FORMAT.md): which manifest to
+//! trust, the slots it names, and the other intact page images.
+//!
+//! One pass over the file finds the manifest pages and a CRC of every
+//! other slot, which is all [`manifest::choose`] needs to tell a manifest
+//! whose fsync never returned. Then the named slots are read again, one by
+//! one: only they, and the newest image of each page in the window, are
+//! kept in memory.
+
+use super::area::{check_image, SlotCopy, SlotDamage, AREA_DIR};
+use super::manifest::{
+    self, legacy_manifest_path, FoundManifest, ManifestEntry, ManifestOwner, ManifestParts,
+};
+use super::recover::read_blocks;
+use super::restore::DamagedDurable;
+use super::writer::DEFERRED_FILE;
+use crate::checksum::crc::crc32c;
+use crate::control::ControlFile;
+use crate::error::{Error, Result};
+use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
+use crate::lsn::Lsn;
+use crate::page::{read_header, verify_page, PageState};
+use crate::settings::ChecksumAlgorithm;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Slots read from `dw/deferred` at a time: the file may hold a gigabyte.
+const READ_SLOTS: usize = 256;
+
+/// Where an opening's first manifest may go, as recovery left
+/// `dw/deferred`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ManifestStart {
+    /// The highest manifest sequence seen (any page of one, an older
+    /// build's file, the control file's): the opening's goes above it.
+    pub last_seq: u64,
+    /// Slots holding the pages of the manifest recovery took: the
+    /// opening's must not overwrite them before it is durable.
+    pub keep_slots: Vec<u32>,
+    /// The control file's redo point, stamped on the opening's manifest.
+    pub redo: Lsn,
+}
+
+/// What `dw/deferred` held.
+#[derive(Default)]
+pub(super) struct DeferredScan {
+    /// Slots read (whole pages in the file).
+    pub slots: u64,
+    /// Slots that failed with EIO.
+    pub unreadable: u64,
+    /// The newest intact copy of each page within the window, among slots
+    /// the manifest taken does not name.
+    pub copies: Vec<SlotCopy>,
+    /// The slots the manifest taken names, intact or not.
+    pub durable: Vec<SlotCopy>,
+    pub durable_damaged: Vec<DamagedDurable>,
+    /// Entries of the manifest taken.
+    pub manifest_entries: u64,
+    /// Newer manifests passed over: one of their slots failed and they
+    /// were written after the control file's redo point (0 or 1).
+    pub manifests_passed_over: u64,
+    pub start: ManifestStart,
+    /// Whether `dw/deferred` exists.
+    pub file_found: bool,
+}
+
+/// Reads `dw/deferred` and an older build's manifest files. Copies of
+/// slots no manifest names count only with an LSN in `window` (redo point,
+/// end of the WAL). Without page checksums nothing tells a torn slot from
+/// an intact one: none is used (double writes refuse to run without them).
+pub(super) fn scan(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    control: &ControlFile,
+    window: (Lsn, Lsn),
+) -> Result<DeferredScan> {
+    let settings = &control.settings;
+    let page_size = settings.page_size as usize;
+    let owner = ManifestOwner {
+        page_size: settings.page_size,
+        system_id: control.system_id,
+    };
+    let path = dir.join(AREA_DIR).join(DEFERRED_FILE);
+    let mut out = DeferredScan {
+        start: ManifestStart {
+            last_seq: control.deferred_manifest,
+            keep_slots: Vec::new(),
+            redo: control.redo_lsn,
+        },
+        ..DeferredScan::default()
+    };
+    if settings.data_checksums == ChecksumAlgorithm::Off {
+        return Ok(out);
+    }
+    let mut found = read_legacy(fs, dir, owner)?;
+    let file = if fs.exists(&path) {
+        Some(fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?)
+    } else {
+        None
+    };
+    out.file_found = file.is_some();
+    // Pass one: manifest pages, each slot's CRC, the window's copies.
+    let mut crcs: Vec<u32> = Vec::new();
+    let mut newest: HashMap<(u32, u32), (u32, SlotCopy)> = HashMap::new();
+    if let Some(file) = &file {
+        let mut parts = ManifestParts::default();
+        out.slots = file.len()? / page_size as u64;
+        let mut buf = vec![0u8; READ_SLOTS * page_size];
+        let mut slot = 0u64;
+        while slot < out.slots {
+            let n = (out.slots - slot).min(READ_SLOTS as u64) as usize;
+            let chunk = &mut buf[..n * page_size];
+            out.unreadable +=
+                read_blocks(file.as_ref(), slot * page_size as u64, chunk, page_size)?;
+            for (i, image) in chunk.chunks_exact(page_size).enumerate() {
+                let at = (slot as usize + i) as u32;
+                crcs.push(crc32c(image));
+                if let Some(part) = manifest::decode_part(image, owner) {
+                    parts.add(at, part);
+                    continue;
+                }
+                let Some(h) = read_header(image).ok() else {
+                    continue;
+                };
+                let intact = matches!(
+                    verify_page(image, settings.data_checksums, h.file_id, h.block),
+                    Ok(PageState::Valid)
+                );
+                if !intact || h.lsn < window.0 || h.lsn > window.1 {
+                    continue;
+                }
+                let key = (h.file_id, h.block);
+                if newest.get(&key).is_some_and(|(_, c)| c.lsn >= h.lsn) {
+                    continue;
+                }
+                newest.insert(key, (at, copy_of(h.file_id, h.block, h.lsn, image)));
+            }
+            slot += n as u64;
+        }
+        out.start.last_seq = out.start.last_seq.max(parts.max_seq().unwrap_or(0));
+        found.extend(parts.whole());
+    }
+    found.sort_by_key(|f| std::cmp::Reverse(f.manifest.seq));
+    if let Some(seq) = found.first().map(|f| f.manifest.seq) {
+        out.start.last_seq = out.start.last_seq.max(seq);
+    }
+    let holds_its_image = |e: &ManifestEntry| crcs.get(e.slot as usize) == Some(&e.image_crc);
+    let taken = manifest::choose(&found, control.redo_lsn, |m| {
+        m.entries.iter().all(holds_its_image)
+    })
+    .map(|i| {
+        out.manifests_passed_over = i as u64;
+        found.swap_remove(i)
+    });
+    let relied = control.deferred_manifest;
+    if relied > 0 && taken.as_ref().is_none_or(|t| t.manifest.seq < relied) {
+        return Err(Error::corruption(
+            &path,
+            "manifest",
+            format!(
+                "the last checkpoint relied on manifest {relied}, and the newest whole one is {}: \
+                 the versions at the redo point of the pages it named are not known to be anywhere",
+                taken.map_or("none".to_string(), |t| t.manifest.seq.to_string())
+            ),
+        ));
+    }
+    let Some(FoundManifest { manifest, slots }) = taken else {
+        out.copies = newest.into_values().map(|(_, c)| c).collect();
+        return Ok(out);
+    };
+    out.manifest_entries = manifest.entries.len() as u64;
+    out.start.keep_slots = slots;
+    // Pass two: the slots named, checked against their entries.
+    let mut image = vec![0u8; page_size];
+    let mut entries = manifest.entries;
+    entries.sort_by_key(|e| e.slot);
+    for e in &entries {
+        let damage = match &file {
+            Some(file) if (e.slot as u64) < out.slots => {
+                let offset = e.slot as u64 * page_size as u64;
+                read_blocks(file.as_ref(), offset, &mut image, page_size)?;
+                check_image(Some(&image), e.file_id, e.block, e.lsn, e.image_crc)
+            }
+            _ => Some(SlotDamage::BeyondEnd),
+        };
+        match damage {
+            None => out.durable.push(copy_of(e.file_id, e.block, e.lsn, &image)),
+            Some(damage) => out.durable_damaged.push(damaged_durable(e, damage)),
+        }
+    }
+    let named: std::collections::HashSet<u32> = entries.iter().map(|e| e.slot).collect();
+    out.copies = newest
+        .into_values()
+        .filter(|(slot, _)| !named.contains(slot))
+        .map(|(_, c)| c)
+        .collect();
+    Ok(out)
+}
+
+fn copy_of(file_id: u32, block: u32, lsn: Lsn, image: &[u8]) -> SlotCopy {
+    SlotCopy {
+        file_id,
+        block,
+        lsn,
+        batch_seq: 0,
+        image: image.to_vec(),
+    }
+}
+
+fn damaged_durable(e: &ManifestEntry, damage: SlotDamage) -> DamagedDurable {
+    DamagedDurable {
+        slot: e.slot,
+        file_id: e.file_id,
+        block: e.block,
+        lsn: e.lsn,
+        damage,
+    }
+}
+
+/// The manifests an older build left in `dw/manifest-<n>`, whole ones only.
+fn read_legacy(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    owner: ManifestOwner,
+) -> Result<Vec<FoundManifest>> {
+    let mut found = Vec::new();
+    for seq in 0..2 {
+        let path = legacy_manifest_path(dir, seq);
+        if !fs.exists(&path) {
+            continue;
+        }
+        let file: std::sync::Arc<dyn File> =
+            fs.open(&path, FileKind::DoubleWrite, OpenOptions::read_only())?;
+        let bytes = manifest::read_bytes(file.as_ref(), Issuer::Recovery)?;
+        if let Some(m) = bytes.and_then(|b| manifest::Manifest::decode_legacy(&b, owner)) {
+            found.push(FoundManifest {
+                manifest: m,
+                slots: Vec::new(),
+            });
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+#[path = "deferred_scan_tests.rs"]
+mod tests;
