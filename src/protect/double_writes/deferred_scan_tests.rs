@@ -127,6 +127,14 @@ fn a_page_deferred_across_a_checkpoint_is_restored_from_its_manifest() {
         e.contains("dw/deferred") && e.contains(&format!("manifest {relied}")),
         "{e}"
     );
+    // So is one whose whole area is gone.
+    let gone = copy_of_dir(&dir, root.path(), "gone");
+    std::fs::remove_dir_all(gone.join("dw")).unwrap();
+    let e = Database::open(&gone, opts.clone())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("dw/deferred") && e.contains("manifest"), "{e}");
     // A control file that relies on none (an older build's) opens, and
     // loses the update: the check is what stands between the two.
     set_relied_manifest(&bare, 0);

@@ -93,6 +93,9 @@ pub fn restore_before_redo(
     let area_dir = dir.join(AREA_DIR);
     let mut out = AreaRecovery::default();
     if !fs.exists(&area_dir) {
+        // Nothing to restore; an error only if the control file relied on
+        // a manifest there (the whole directory lost).
+        deferred_scan::scan(fs, dir, control, (control.redo_lsn, scan.end))?;
         return Ok(out);
     }
     let settings = &control.settings;
