@@ -60,8 +60,6 @@ pub(super) struct DeferredScan {
     /// were written after the control file's redo point (0 or 1).
     pub manifests_passed_over: u64,
     pub start: ManifestStart,
-    /// Whether `dw/deferred` exists.
-    pub file_found: bool,
 }
 
 /// Reads `dw/deferred` and an older build's manifest files. Copies of
@@ -98,7 +96,6 @@ pub(super) fn scan(
     } else {
         None
     };
-    out.file_found = file.is_some();
     // Pass one: manifest pages, each slot's CRC, the window's copies.
     let mut crcs: Vec<u32> = Vec::new();
     let mut newest: HashMap<(u32, u32), (u32, SlotCopy)> = HashMap::new();
@@ -188,10 +185,11 @@ pub(super) fn scan(
             Some(damage) => out.durable_damaged.push(damaged_durable(e, damage)),
         }
     }
-    let named: std::collections::HashSet<u32> = entries.iter().map(|e| e.slot).collect();
+    // `entries` is sorted by slot: no set to build.
+    let named = |slot: &u32| entries.binary_search_by_key(slot, |e| e.slot).is_ok();
     out.copies = newest
         .into_values()
-        .filter(|(slot, _)| !named.contains(slot))
+        .filter(|(slot, _)| !named(slot))
         .map(|(_, c)| c)
         .collect();
     Ok(out)
