@@ -202,6 +202,19 @@ pub fn set_checksum(buf: &mut [u8], alg: ChecksumAlgorithm) {
     put_u32(buf, OFF_CHECKSUM, sum);
 }
 
+/// [`set_checksum`], and the plain CRC-32C of the stamped page where it
+/// comes from the same pass (`crc32c` checksums); `None` otherwise.
+pub fn set_checksum_and_image_crc(buf: &mut [u8], alg: ChecksumAlgorithm) -> Option<u32> {
+    if alg != ChecksumAlgorithm::Crc32c {
+        set_checksum(buf, alg);
+        return None;
+    }
+    let block = get_u32(buf, OFF_BLOCK);
+    let (sum, image_crc) = crate::checksum::crc::page_crc32c_and_image_crc(buf, block);
+    put_u32(buf, OFF_CHECKSUM, sum);
+    Some(image_crc)
+}
+
 /// Decodes the header without checking it against a file or block.
 pub fn read_header(buf: &[u8]) -> Result<PageHeader, PageError> {
     if buf.len() < PAGE_HEADER_SIZE {

@@ -161,6 +161,8 @@ pub struct PageCopy {
     gen: u64,
     commit_lsn: Lsn,
     bytes: Vec<u8>,
+    /// CRC-32C of `bytes`, where stamping the checksum gave it for free.
+    image_crc: Option<u32>,
 }
 
 impl PageCopy {
@@ -174,6 +176,15 @@ impl PageCopy {
         &self.bytes
     }
 
+    /// CRC-32C of [`Self::bytes`] (double writes name images by it).
+    pub fn image_crc(&self) -> u32 {
+        let crc = self
+            .image_crc
+            .unwrap_or_else(|| crate::checksum::crc::crc32c(&self.bytes));
+        debug_assert_eq!(crc, crate::checksum::crc::crc32c(&self.bytes));
+        crc
+    }
+
     /// A copy of `bytes` for page `id`, as the write path would hand it to
     /// torn-page protection (tests of protection modes).
     #[cfg(test)]
@@ -184,6 +195,7 @@ impl PageCopy {
             gen: 0,
             commit_lsn: Lsn(0),
             bytes,
+            image_crc: None,
         }
     }
 }
@@ -224,6 +236,7 @@ impl BufferPool {
                 gen,
                 commit_lsn: f.commit_lsn(),
                 bytes: g.bytes.to_vec(),
+                image_crc: None,
             });
         }
         // Pages of dropped files count as written: their file is gone.
@@ -267,7 +280,7 @@ impl BufferPool {
             "flush rule: WAL not flushed past {need}"
         );
         for c in &mut copies {
-            crate::page::set_checksum(&mut c.bytes, self.checksums);
+            c.image_crc = crate::page::set_checksum_and_image_crc(&mut c.bytes, self.checksums);
         }
         copies.sort_by_key(|c| c.id);
         if cfg!(debug_assertions) {

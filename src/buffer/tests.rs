@@ -26,22 +26,85 @@ impl WalFlush for FakeWal {
 
 /// A pool of `frames` 4 KB pages over the files in `dir`, flushing `wal`.
 fn pool_over(dir: &std::path::Path, frames: usize, wal: Arc<dyn WalFlush>) -> BufferPool {
-    let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
     let settings = CreationSettings {
         page_size: 4096,
         ..Default::default()
     };
-    let files = Arc::new(DataFiles::new(fs, dir, &settings));
+    pool_with(
+        dir,
+        frames,
+        wal,
+        &settings,
+        Arc::new(crate::protect::InPlaceWrites),
+    )
+}
+
+fn pool_with(
+    dir: &std::path::Path,
+    frames: usize,
+    wal: Arc<dyn WalFlush>,
+    settings: &CreationSettings,
+    protection: Arc<dyn PageWriteProtection>,
+) -> BufferPool {
+    let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
+    let files = Arc::new(DataFiles::new(fs, dir, settings));
     BufferPool::new(
         frames,
-        4096,
+        settings.page_size as usize,
         settings.data_checksums,
         files,
         wal,
-        Arc::new(crate::protect::InPlaceWrites),
+        protection,
         None,
     )
     .unwrap()
+}
+
+/// Records, per page handed to the protection, the CRC the copy names and
+/// the CRC of its bytes.
+#[derive(Default)]
+struct ImageCrcs(Mutex<Vec<(u32, u32)>>);
+
+impl PageWriteProtection for ImageCrcs {
+    fn before_in_place_writes(&self, pages: &[PageCopy], _who: Issuer) -> Result<WriteTicket> {
+        let mut seen = self.0.lock();
+        seen.extend(
+            pages
+                .iter()
+                .map(|p| (p.image_crc(), crate::checksum::crc::crc32c(p.bytes()))),
+        );
+        Ok(WriteTicket::default())
+    }
+}
+
+#[test]
+fn a_copy_names_the_crc_of_the_bytes_it_carries() {
+    use crate::settings::ChecksumAlgorithm;
+    for checksums in [ChecksumAlgorithm::Crc32c, ChecksumAlgorithm::Fnv] {
+        for page_size in [4096, 8192] {
+            let dir = tempfile::tempdir().unwrap();
+            let settings = CreationSettings {
+                page_size,
+                data_checksums: checksums,
+                ..Default::default()
+            };
+            let crcs = Arc::new(ImageCrcs::default());
+            let wal = Arc::new(FakeWal::default());
+            let pool = pool_with(dir.path(), 16, wal, &settings, crcs.clone());
+            for b in 0..32u32 {
+                new_page(&pool, PageId::new(3, b), 100 + b as u64, b as u8);
+            }
+            let seen = crcs.0.lock();
+            assert!(
+                seen.len() >= 16,
+                "{checksums:?}: {} pages written",
+                seen.len()
+            );
+            for (named, actual) in seen.iter() {
+                assert_eq!(named, actual, "{checksums:?}, {page_size}-byte pages");
+            }
+        }
+    }
 }
 
 fn pool(dir: &std::path::Path, frames: usize) -> (BufferPool, Arc<FakeWal>) {

@@ -6,7 +6,6 @@
 
 use super::{sync_files, DoubleWrites, ShardWriter, DEFERRED_FILE};
 use crate::buffer::{PageCopy, PageId, PageWriteProtection};
-use crate::checksum::crc::crc32c;
 use crate::error::{Error, Result};
 use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::lsn::Lsn;
@@ -57,11 +56,10 @@ impl DoubleWrites {
         let copies: Vec<(PageId, DeferredCopy)> = stored
             .iter()
             .map(|&(slot, i)| {
-                let bytes = pages[i].bytes();
                 let copy = DeferredCopy {
                     slot,
-                    lsn: page_lsn(bytes),
-                    crc: crc32c(bytes),
+                    lsn: page_lsn(pages[i].bytes()),
+                    crc: pages[i].image_crc(),
                 };
                 (pages[i].id(), copy)
             })
