@@ -115,6 +115,11 @@ impl File for PosixFile {
     }
 
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64, who: Issuer) -> Result<()> {
+        // One buffer (a lone evicted page) is a pwrite: no iovec to build,
+        // and the kernel's plain write path is the shorter one.
+        if let [one] = bufs {
+            return self.write_at(one, offset, who);
+        }
         self.poison.check()?;
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         let mut written = 0usize;
