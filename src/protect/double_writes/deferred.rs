@@ -61,8 +61,8 @@
 
 use crate::buffer::{PageId, PageMap, PageSet};
 use crate::lsn::Lsn;
+use crate::protect::double_writes::slot_set::SlotSet;
 use parking_lot::{Mutex, MutexGuard};
-use std::collections::{BTreeSet, HashSet};
 
 /// A deferred page's newest copy in the deferred file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,13 +92,13 @@ struct Slots {
     /// Claimed by the write-back in progress.
     writing_back: PageMap<DeferredCopy>,
     /// Freed slots, reused lowest first.
-    free: BTreeSet<u32>,
+    free: SlotSet,
     /// Slots `0..used` were handed out at least once.
     used: u32,
     /// Slots the newest durable manifest names.
-    named_durable: HashSet<u32>,
+    named_durable: SlotSet,
     /// Slots the manifest being written names.
-    named_next: Option<HashSet<u32>>,
+    named_next: Option<SlotSet>,
     /// Slots holding the pages of the newest durable manifest (after a
     /// failed write, of the ones that may be on disk): recovery's way to
     /// the slots named, reused once a later manifest is durable.
@@ -113,8 +113,8 @@ impl Slots {
     /// `slot` no longer holds a copy anyone reads: free, or pending while
     /// a manifest may name it.
     fn release(&mut self, slot: u32) {
-        let named = self.named_durable.contains(&slot)
-            || self.named_next.as_ref().is_some_and(|n| n.contains(&slot));
+        let named = self.named_durable.contains(slot)
+            || self.named_next.as_ref().is_some_and(|n| n.contains(slot));
         if named {
             self.pending.push(slot);
         } else {
@@ -134,7 +134,7 @@ impl Slots {
     }
 
     fn take(&mut self, capacity: u32) -> Option<u32> {
-        if let Some(slot) = self.free.pop_first() {
+        if let Some(slot) = self.free.pop_lowest() {
             return Some(slot);
         }
         (self.used < capacity).then(|| {
@@ -413,7 +413,7 @@ impl DeferredPages {
         let next = s.named_next.take().expect("a snapshot was taken");
         let pages = std::mem::take(&mut s.manifest_pages_next);
         if !ok {
-            s.named_durable.extend(next);
+            s.named_durable.extend(&next);
             s.manifest_pages_durable.extend(pages);
             return;
         }

@@ -20,6 +20,7 @@
 //!   by recovery at any LSN (deferred pages stay across checkpoints).
 //! - [`settings`]: the run-time settings, checked, in pages.
 //! - [`shard_file`]: shard files created whole, checked at each opening.
+//! - [`slot_set`]: `dw/deferred`'s free and named slots, a bit each.
 //! - [`stats`]: the counters by shard, held by the engine so they outlive
 //!   a protection switch.
 //! - [`restore`] and [`recover`]: before redo, read every shard, keep per
@@ -37,6 +38,7 @@ pub mod restore;
 pub mod ring;
 pub mod settings;
 pub mod shard_file;
+pub mod slot_set;
 pub mod stats;
 pub mod writer;
 
