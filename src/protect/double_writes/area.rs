@@ -240,7 +240,18 @@ pub struct SlotCopy {
     pub block: u32,
     pub lsn: Lsn,
     pub batch_seq: u64,
-    pub image: Vec<u8>,
+    pub image: CopyImage,
+}
+
+/// Where a copy's bytes are at recovery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CopyImage {
+    /// Read with its shard (a shard is `double_write_buffer_size`).
+    Held(Vec<u8>),
+    /// In a slot of `dw/deferred`, with the CRC-32C it was found with:
+    /// read again only if restored, because the file may hold a gigabyte
+    /// and recovery must not need as much memory.
+    DeferredSlot { slot: u32, crc: u32 },
 }
 
 /// Why a slot with an intact descriptor gave no copy.
@@ -370,7 +381,7 @@ pub fn scan_shard(path: &Path, bytes: &[u8], expect: &Expect) -> Result<ShardSca
                     block,
                     lsn,
                     batch_seq,
-                    image: blocks[pos + 1 + i].to_vec(),
+                    image: CopyImage::Held(blocks[pos + 1 + i].to_vec()),
                 }),
             }
         }

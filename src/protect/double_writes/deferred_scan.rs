@@ -4,10 +4,10 @@
 //! One pass over the file finds the manifest pages and a CRC of every
 //! other slot, which is all [`manifest::choose`] needs to tell a manifest
 //! whose fsync never returned. Then the named slots are read again, one by
-//! one: only they, and the newest image of each page in the window, are
-//! kept in memory.
+//! one, and checked. No image is kept in memory: a copy names its slot,
+//! read a third time only if it is restored.
 
-use super::area::{check_image, SlotCopy, SlotDamage, AREA_DIR};
+use super::area::{check_image, CopyImage, SlotCopy, SlotDamage, AREA_DIR};
 use super::manifest::{
     self, legacy_manifest_path, FoundManifest, ManifestEntry, ManifestOwner, ManifestParts,
 };
@@ -130,7 +130,8 @@ pub(super) fn scan(
                 if newest.get(&key).is_some_and(|(_, c)| c.lsn >= h.lsn) {
                     continue;
                 }
-                newest.insert(key, (at, copy_of(h.file_id, h.block, h.lsn, image)));
+                let crc = crcs[at as usize];
+                newest.insert(key, (at, copy_of(h.file_id, h.block, h.lsn, at, crc)));
             }
             slot += n as u64;
         }
@@ -181,7 +182,9 @@ pub(super) fn scan(
             _ => Some(SlotDamage::BeyondEnd),
         };
         match damage {
-            None => out.durable.push(copy_of(e.file_id, e.block, e.lsn, &image)),
+            None => out
+                .durable
+                .push(copy_of(e.file_id, e.block, e.lsn, e.slot, e.image_crc)),
             Some(damage) => out.durable_damaged.push(damaged_durable(e, damage)),
         }
     }
@@ -195,13 +198,13 @@ pub(super) fn scan(
     Ok(out)
 }
 
-fn copy_of(file_id: u32, block: u32, lsn: Lsn, image: &[u8]) -> SlotCopy {
+fn copy_of(file_id: u32, block: u32, lsn: Lsn, slot: u32, crc: u32) -> SlotCopy {
     SlotCopy {
         file_id,
         block,
         lsn,
         batch_seq: 0,
-        image: image.to_vec(),
+        image: CopyImage::DeferredSlot { slot, crc },
     }
 }
 

@@ -17,7 +17,7 @@
 //! a switch out of double writes still finds its copies. Without `dw/` the
 //! only cost is one lookup of the directory.
 
-use super::area::{scan_shard, Expect, Shard, AREA_DIR};
+use super::area::{check_image, scan_shard, CopyImage, Expect, Shard, SlotCopy, AREA_DIR};
 use super::deferred_scan::{self, ManifestStart};
 use super::manifest::is_legacy_manifest_name;
 use super::restore::{plan_restore, BadPage, PageCheck, RestoreCounts, RestoreInput};
@@ -176,10 +176,12 @@ pub fn restore_before_redo(
         is_dropped,
         check_page,
     )?;
+    let mut images = CopyReader::new(fs, dir, settings.page_size as usize);
     for r in &plan.restores {
         let c = &r.copy;
+        let image = images.bytes(c)?;
         let file = files.get(c.file_id)?;
-        file.write_pages(c.block as u64, &[&c.image], Issuer::Recovery)?;
+        file.write_pages(c.block as u64, &[image], Issuer::Recovery)?;
         tracing::warn!(
             file = %file.path_of_block(c.block as u64).display(),
             file_id = c.file_id,
@@ -214,6 +216,60 @@ pub fn restore_before_redo(
         "double-write area read"
     );
     Ok(out)
+}
+
+/// The bytes of the copies a restore writes: held ones as they are, a
+/// slot of `dw/deferred` read again and checked against what the scan
+/// found there.
+struct CopyReader<'a> {
+    fs: &'a dyn FileSystem,
+    path: std::path::PathBuf,
+    file: Option<std::sync::Arc<dyn crate::file::File>>,
+    buf: Vec<u8>,
+}
+
+impl<'a> CopyReader<'a> {
+    fn new(fs: &'a dyn FileSystem, dir: &Path, page_size: usize) -> CopyReader<'a> {
+        CopyReader {
+            fs,
+            path: dir.join(AREA_DIR).join(DEFERRED_FILE),
+            file: None,
+            buf: vec![0u8; page_size],
+        }
+    }
+
+    fn bytes<'c>(&'c mut self, c: &'c SlotCopy) -> Result<&'c [u8]> {
+        let (slot, crc) = match &c.image {
+            CopyImage::Held(bytes) => return Ok(bytes),
+            CopyImage::DeferredSlot { slot, crc } => (*slot, *crc),
+        };
+        if self.file.is_none() {
+            let file = self
+                .fs
+                .open(&self.path, FileKind::DoubleWrite, OpenOptions::read_only())?;
+            self.file = Some(file);
+        }
+        let file = self.file.as_deref().expect("opened above");
+        let page_size = self.buf.len();
+        read_blocks(
+            file,
+            slot as u64 * page_size as u64,
+            &mut self.buf,
+            page_size,
+        )?;
+        if let Some(damage) = check_image(Some(&self.buf), c.file_id, c.block, c.lsn, crc) {
+            return Err(Error::corruption(
+                &self.path,
+                format!("slot {slot}"),
+                format!(
+                    "the copy of data file {} block {} (LSN {}) read back differently \
+                     ({damage:?}) from how recovery found it a moment before",
+                    c.file_id, c.block, c.lsn
+                ),
+            ));
+        }
+        Ok(&self.buf)
+    }
 }
 
 /// Reads a whole shard file. A block that fails with EIO (a sector a write

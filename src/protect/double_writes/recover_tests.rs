@@ -392,3 +392,49 @@ fn a_written_back_page_is_repaired_from_its_deferred_slot_not_the_area() {
     assert_eq!(page_on_disk(&c), c.page);
     assert_rows_and_verify(db, &c.dir);
 }
+
+#[test]
+fn a_deferred_copy_is_read_again_to_be_restored_and_must_be_as_found() {
+    use super::{CopyImage, CopyReader, SlotCopy};
+    use crate::checksum::crc::crc32c;
+    let root = tempfile::tempdir().unwrap();
+    let c = crash_after_update(TornPageProtection::Off, root.path(), false);
+    let older = with_lsn(&c, control(&c.dir).redo_lsn);
+    write_deferred(&c.dir, &[&older, &c.page]);
+    let fs = PosixFileSystem::default();
+    let mut reader = CopyReader::new(&fs, &c.dir, PS);
+    let copy = SlotCopy {
+        file_id: c.file_id,
+        block: c.block,
+        lsn: page_lsn(&c.page),
+        batch_seq: 0,
+        image: CopyImage::DeferredSlot {
+            slot: 1,
+            crc: crc32c(&c.page),
+        },
+    };
+    assert_eq!(reader.bytes(&copy).unwrap(), &c.page[..]);
+    // The slot no longer holds what the scan found there (here: the scan's
+    // CRC is another's): an error naming the file and the slot.
+    let changed = SlotCopy {
+        image: CopyImage::DeferredSlot {
+            slot: 1,
+            crc: crc32c(&older),
+        },
+        ..copy.clone()
+    };
+    let err = reader.bytes(&changed).unwrap_err().to_string();
+    assert!(
+        err.contains("dw/deferred") && err.contains("slot 1"),
+        "{err}"
+    );
+    let elsewhere = SlotCopy {
+        image: CopyImage::DeferredSlot {
+            slot: 0,
+            crc: crc32c(&older),
+        },
+        ..copy
+    };
+    let err = reader.bytes(&elsewhere).unwrap_err().to_string();
+    assert!(err.contains("WrongPage") && err.contains("slot 0"), "{err}");
+}

@@ -1,7 +1,7 @@
 //! The restore rule's cases, as a pure function.
 
 use super::*;
-use crate::protect::double_writes::area::SlotDamage;
+use crate::protect::double_writes::area::{CopyImage, SlotDamage};
 use std::collections::HashMap;
 
 fn copy(file_id: u32, block: u32, lsn: u64, batch_seq: u64) -> SlotCopy {
@@ -11,7 +11,7 @@ fn copy(file_id: u32, block: u32, lsn: u64, batch_seq: u64) -> SlotCopy {
         lsn: Lsn(lsn),
         batch_seq,
         // Tells copies of one page apart.
-        image: vec![batch_seq as u8; 8],
+        image: CopyImage::Held(vec![batch_seq as u8; 8]),
     }
 }
 
@@ -266,7 +266,7 @@ fn of_two_copies_the_newest_lsn_wins_then_the_higher_batch() {
         let (p, _) = plan(copies, &[], &[((1, 1), bad)]);
         let p = p.unwrap();
         assert_eq!(p.restores[0].copy.batch_seq, 8);
-        assert_eq!(p.restores[0].copy.image, vec![8u8; 8]);
+        assert_eq!(p.restores[0].copy.image, CopyImage::Held(vec![8u8; 8]));
     }
 }
 
