@@ -20,7 +20,7 @@
 use super::area::{check_image, scan_shard, CopyImage, Expect, Shard, SlotCopy, AREA_DIR};
 use super::deferred_scan::{self, ManifestStart};
 use super::manifest::is_legacy_manifest_name;
-use super::restore::{plan_restore, BadPage, PageCheck, RestoreCounts, RestoreInput};
+use super::restore::{plan_restore, BadPage, PageCheck, Restore, RestoreCounts, RestoreInput};
 use super::writer::DEFERRED_FILE;
 use crate::buffer::DataFiles;
 use crate::control::ControlFile;
@@ -177,7 +177,15 @@ pub fn restore_before_redo(
         check_page,
     )?;
     let mut images = CopyReader::new(fs, dir, settings.page_size as usize);
-    for r in &plan.restores {
+    // Slots of dw/deferred in file order: its reads wait, one at a time,
+    // while the in-place writes go to the page cache and are sorted by the
+    // fsync below. One restore per page, so the order is free.
+    let mut in_read_order: Vec<&Restore> = plan.restores.iter().collect();
+    in_read_order.sort_by_key(|r| match r.copy.image {
+        CopyImage::Held(_) => None,
+        CopyImage::DeferredSlot { slot, .. } => Some(slot),
+    });
+    for r in in_read_order {
         let c = &r.copy;
         let image = images.bytes(c)?;
         let file = files.get(c.file_id)?;
