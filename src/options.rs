@@ -96,6 +96,12 @@ pub struct Options {
     /// starts when it is half taken, so size it to about twice the pages
     /// dirtied between checkpoints.
     pub double_write_deferred_size: u64,
+    /// `double_write_flush_after` in pages (default 128, 0 = off, at most
+    /// 65,536): before a checkpoint's fsync of `dw/deferred`, the file is
+    /// written to the device in pieces of this many pages, each waited for
+    /// (sync_file_range), so the fsync finds little left and the WAL's
+    /// fsyncs do not queue behind a cycle's slots at once.
+    pub double_write_flush_after: u32,
     /// The clock the engine paces work by (real time; tests use a manual one).
     pub clock: Clock,
 }
@@ -125,6 +131,7 @@ impl Default for Options {
             double_write_defer_in_place: true,
             double_write_keep_deferred: true,
             double_write_deferred_size: 0,
+            double_write_flush_after: 128,
             clock: Clock::real(),
         }
     }
@@ -152,6 +159,12 @@ impl Options {
             return invalid(
                 "checkpoint_flush_after",
                 format!("{} pages is more than 256", self.checkpoint_flush_after),
+            );
+        }
+        if self.double_write_flush_after > 65_536 {
+            return invalid(
+                "double_write_flush_after",
+                format!("{} pages is more than 65536", self.double_write_flush_after),
             );
         }
         let delay = self.bgwriter_delay;

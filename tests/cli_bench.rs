@@ -402,3 +402,70 @@ fn a_deferred_file_size_out_of_range_is_refused_by_name() {
     ]);
     run.expect_refused(&["double_write_deferred_size", "12288 bytes"]);
 }
+
+/// `--double-write-flush-after 0,1`: each run with its value in force;
+/// at 1 each checkpoint writes `dw/deferred` out a page at a time before
+/// its fsync, at 0 the fsync alone writes it.
+#[test]
+fn bench_compares_deferred_flush_after_and_each_is_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let run = small_write_only_bench(
+        &[
+            "--protection",
+            "double_writes",
+            "--double-write-buffer-size",
+            "64KB",
+            "--double-write-flush-after",
+            "0,1",
+            "--duration",
+            "0.5",
+        ],
+        &json,
+        None,
+    );
+    run.expect_code(0);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // By value: (pages deferred, writeback requests on double-write files).
+    let mut by_value = std::collections::BTreeMap::new();
+    for r in v.as_array().unwrap() {
+        let value = r["settings"]["double_write_flush_after"].as_str().unwrap();
+        let (mut deferred, mut writebacks) = (0, 0);
+        for run in r["runs"].as_array().unwrap() {
+            let st = &run["statistics"];
+            for shard in st["double_write"].as_object().unwrap().values() {
+                deferred += shard["deferred"].as_u64().unwrap_or(0);
+            }
+            for io in st["io"].as_array().unwrap() {
+                if io["kind"] == "double_write" {
+                    writebacks += io["writebacks"].as_u64().unwrap();
+                }
+            }
+        }
+        by_value.insert(value.to_string(), (deferred, writebacks));
+    }
+    let values: Vec<&str> = by_value.keys().map(String::as_str).collect();
+    assert_eq!(values, ["0", "1"]);
+    assert!(by_value["0"].0 > 0 && by_value["1"].0 > 0, "{by_value:?}");
+    assert_eq!(by_value["0"].1, 0, "{by_value:?}");
+    assert!(by_value["1"].1 > 0, "{by_value:?}");
+}
+
+#[test]
+fn a_flush_after_out_of_range_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = untorn([
+        "bench",
+        "--protection",
+        "double_writes",
+        "--double-write-flush-after",
+        "65537",
+        "--workload",
+        "oltp_write_only",
+        "--duration",
+        "0.2",
+        "--dir",
+        dir.path().join("db").to_str().unwrap(),
+    ]);
+    run.expect_refused(&["double_write_flush_after", "65537"]);
+}

@@ -154,6 +154,14 @@ pub trait File: Send + Sync {
     /// Asks the kernel to start writing back a range (sync_file_range
     /// SYNC_FILE_RANGE_WRITE). Makes nothing durable.
     fn writeback_hint(&self, offset: u64, len: u64, who: Issuer) -> Result<()>;
+    /// Writes a range's dirty pages to the device and waits for them
+    /// (sync_file_range WAIT_BEFORE | WRITE | WAIT_AFTER), so that an
+    /// fsync after it finds little left to write. Makes nothing durable
+    /// (no metadata, no device cache flush); a failure is a failed fsync.
+    /// By default only the hint.
+    fn write_back_and_wait(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
+        self.writeback_hint(offset, len, who)
+    }
     /// Reserves space (posix_fallocate) so later writes do not hit ENOSPC
     /// and fdatasync need not write metadata.
     fn allocate(&self, offset: u64, len: u64, who: Issuer) -> Result<()>;
@@ -217,6 +225,11 @@ macro_rules! forward_file_methods {
     (@one $inner:ident writeback_hint) => {
         fn writeback_hint(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
             self.$inner.writeback_hint(offset, len, who)
+        }
+    };
+    (@one $inner:ident write_back_and_wait) => {
+        fn write_back_and_wait(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
+            self.$inner.write_back_and_wait(offset, len, who)
         }
     };
     (@one $inner:ident allocate) => {

@@ -68,6 +68,23 @@ struct PosixFile {
 }
 
 impl PosixFile {
+    /// sync_file_range over `len` bytes at `offset` with `flags`.
+    fn sync_range(&self, offset: u64, len: u64, flags: libc::c_uint) -> std::io::Result<()> {
+        // SAFETY: plain syscall on an fd we own; no memory is passed.
+        let rc = unsafe {
+            libc::sync_file_range(
+                self.file.as_raw_fd(),
+                offset as libc::off64_t,
+                len as libc::off64_t,
+                flags,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     fn fsync_result(&self, res: std::io::Result<()>) -> Result<()> {
         res.map_err(|source| {
             // The kernel may have dropped the dirty pages and marked them
@@ -188,21 +205,29 @@ impl File for PosixFile {
 
     fn writeback_hint(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
         self.poison.check()?;
-        // SAFETY: plain syscall on an fd we own; no memory is passed.
-        let rc = unsafe {
-            libc::sync_file_range(
-                self.file.as_raw_fd(),
-                offset as libc::off64_t,
-                len as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
-            )
-        };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
+        if let Err(e) = self.sync_range(offset, len, libc::SYNC_FILE_RANGE_WRITE) {
             // Not every file system supports it; it is only a hint.
             if e.raw_os_error() != Some(libc::ENOSYS) && e.raw_os_error() != Some(libc::EINVAL) {
                 return Err(Error::io(&self.path, "sync_file_range", e));
             }
+        }
+        self.stats.record(who, self.kind, IoOp::Writeback, len);
+        Ok(())
+    }
+
+    fn write_back_and_wait(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
+        self.poison.check()?;
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        match self.sync_range(offset, len, flags) {
+            Ok(()) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL)) => {
+                // Unsupported: the fsync that follows writes the range.
+            }
+            // Waiting consumed the file's writeback error: the fsync after
+            // may not see it, so this is a failed fsync (fsyncgate).
+            Err(e) => self.fsync_result(Err(e))?,
         }
         self.stats.record(who, self.kind, IoOp::Writeback, len);
         Ok(())

@@ -49,6 +49,8 @@ pub struct BenchConfig {
     /// `double_write_deferred_size` (0: 16 times the area; used under
     /// double_writes only).
     pub double_write_deferred_size: u64,
+    /// `double_write_flush_after` (used under double_writes only).
+    pub double_write_flush_after: u32,
     /// A name that tells apart copies of one configuration (`untorn bench
     /// --aa`: `a` and `b`); shown as the `copy` setting. Changes nothing in
     /// the engine.
@@ -76,6 +78,7 @@ impl Default for BenchConfig {
             double_write_defer_in_place: Options::default().double_write_defer_in_place,
             double_write_keep_deferred: Options::default().double_write_keep_deferred,
             double_write_deferred_size: Options::default().double_write_deferred_size,
+            double_write_flush_after: Options::default().double_write_flush_after,
             copy: None,
         }
     }
@@ -109,6 +112,7 @@ impl BenchConfig {
             double_write_defer_in_place: self.double_write_defer_in_place,
             double_write_keep_deferred: self.double_write_keep_deferred,
             double_write_deferred_size: self.double_write_deferred_size,
+            double_write_flush_after: self.double_write_flush_after,
             ..Options::default()
         }
     }
@@ -176,6 +180,10 @@ impl BenchConfig {
         m.insert(
             "double_write_deferred_size".into(),
             crate::protect::double_writes::settings::deferred_bytes(&o).to_string(),
+        );
+        m.insert(
+            "double_write_flush_after".into(),
+            o.double_write_flush_after.to_string(),
         );
         if let Some(copy) = &self.copy {
             m.insert("copy".into(), copy.clone());

@@ -80,6 +80,11 @@ pub struct BenchArgs {
     /// auto,512MB (double_writes only).
     #[arg(long, value_delimiter = ',', default_value = "auto", value_parser = parse_deferred_size)]
     double_write_deferred_size: Vec<u64>,
+    /// double_write_flush_after settings to compare: pages of dw/deferred
+    /// written out per piece, each waited for, before a checkpoint's fsync
+    /// of it (0: the fsync alone), e.g. 0,128 (double_writes only).
+    #[arg(long, value_delimiter = ',', default_value = "128")]
+    double_write_flush_after: Vec<u32>,
     /// Background writer settings to compare: on (bgwriter_lru_maxpages
     /// 100, the default), off (0), or a bgwriter_lru_maxpages (1 to 1000).
     #[arg(long, value_delimiter = ',', default_value = "on")]
@@ -248,6 +253,9 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
     expand_double_writes(&mut out, &keeps, |c, v| c.double_write_keep_deferred = v);
     expand_double_writes(&mut out, &a.double_write_deferred_size, |c, v| {
         c.double_write_deferred_size = v
+    });
+    expand_double_writes(&mut out, &a.double_write_flush_after, |c, v| {
+        c.double_write_flush_after = v
     });
     for c in &out {
         c.options(0).creation.or_defaults().validate()?;

@@ -55,6 +55,10 @@ pub struct ServeArgs {
     /// [default: 16 times double_write_buffer_size].
     #[arg(long, value_parser = parse_size)]
     double_write_deferred_size: Option<u64>,
+    /// double_write_flush_after in pages, when the database uses double
+    /// writes (0: off) [default: the engine's, 128].
+    #[arg(long)]
+    double_write_flush_after: Option<u32>,
     /// deadlock_timeout in milliseconds, PostgreSQL's unit: how long a
     /// transaction waits for a row lock before it checks for a deadlock
     /// [default: the engine's, 1000].
@@ -94,6 +98,9 @@ fn options(a: &ServeArgs) -> untorn::Result<Options> {
     }
     if let Some(d) = a.double_write_deferred_size {
         o.double_write_deferred_size = d;
+    }
+    if let Some(n) = a.double_write_flush_after {
+        o.double_write_flush_after = n;
     }
     if let Some(ms) = a.deadlock_timeout {
         o.deadlock_timeout = Duration::from_millis(ms);

@@ -24,6 +24,9 @@ pub struct AreaSettings {
     /// The most pages `dw/deferred` holds (`double_write_deferred_size`;
     /// by default `DEFERRED_PER_AREA` times the area's blocks).
     pub deferred_slots: u32,
+    /// Pages of `dw/deferred` written out per piece before a manifest's
+    /// fsync (`double_write_flush_after`; 0: the fsync alone).
+    pub flush_after: usize,
     /// The database's page checksums (reads from the area check them).
     pub checksums: ChecksumAlgorithm,
 }
@@ -83,6 +86,7 @@ impl AreaSettings {
             eviction_pages: eviction,
             defer_in_place: options.double_write_defer_in_place,
             keep_deferred: options.double_write_keep_deferred,
+            flush_after: options.double_write_flush_after as usize,
             checksums,
         })
     }
@@ -153,6 +157,7 @@ mod tests {
                 defer_in_place: true,
                 keep_deferred: true,
                 deferred_slots: 4096 * DEFERRED_PER_AREA,
+                flush_after: 128,
                 checksums: ChecksumAlgorithm::Crc32c,
             }
         );

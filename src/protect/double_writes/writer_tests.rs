@@ -45,27 +45,32 @@ fn area(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> AreaSetti
         defer_in_place,
         keep_deferred: true,
         deferred_slots: area_blocks,
+        flush_after: 0,
         checksums: ChecksumAlgorithm::Crc32c,
     }
 }
 
 fn setup_with(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> Setup {
+    setup_area(area(area_blocks, batch_pages, defer_in_place))
+}
+
+fn setup_area(settings: AreaSettings) -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
     let io = Arc::new(IoStats::default());
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::new(io.clone()));
     std::fs::create_dir_all(dir.join("data")).unwrap();
-    let settings = CreationSettings {
+    let creation = CreationSettings {
         page_size: PS as u32,
         ..Default::default()
     };
-    let files = Arc::new(DataFiles::new(fs.clone(), &dir.join("data"), &settings));
+    let files = Arc::new(DataFiles::new(fs.clone(), &dir.join("data"), &creation));
     let dw = DoubleWrites::open(
         fs.as_ref(),
         &dir,
         SYSTEM_ID,
         files.clone(),
-        area(area_blocks, batch_pages, defer_in_place),
+        settings,
         &start(40),
         &DoubleWriteStats::default(),
     )
@@ -590,3 +595,6 @@ fn a_victim_goes_alone_while_the_deferred_file_has_room_for_a_batch() {
         setup(8, 8).dw.eviction_batch()
     );
 }
+
+#[path = "write_back_tests.rs"]
+mod write_back_tests;
