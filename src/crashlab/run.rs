@@ -88,6 +88,9 @@ pub fn db_options(opts: &CrashTestOptions, mode: TornPageProtection) -> Options 
     o.double_write_sync_ahead = false;
     o.double_write_defer_in_place = opts.double_write_defer_in_place;
     o.double_write_keep_deferred = opts.double_write_keep_deferred;
+    // dw/deferred written out in pieces of 4 pages before its fsync, so
+    // that crashes and faults land between pieces.
+    o.double_write_flush_after = 4;
     o
 }
 
