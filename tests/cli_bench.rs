@@ -328,11 +328,9 @@ fn bench_compares_double_write_area_sizes_for_double_writes_only() {
     }
 }
 
-/// `--double-write-deferred-size auto,16KB`: the file of deferred pages
-/// sized apart from the area; at two slots the checkpoints' pages find it
-/// full and go through the area instead.
-#[test]
-fn bench_compares_deferred_file_sizes_and_each_is_in_force() {
+/// A short double_writes bench over one axis of the area's settings, with
+/// a 64 KB area: the JSON's rows.
+fn small_double_writes_axis(flag: &str, values: &str) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
     let run = small_write_only_bench(
@@ -341,8 +339,8 @@ fn bench_compares_deferred_file_sizes_and_each_is_in_force() {
             "double_writes",
             "--double-write-buffer-size",
             "64KB",
-            "--double-write-deferred-size",
-            "auto,16KB",
+            flag,
+            values,
             "--duration",
             "0.5",
         ],
@@ -350,7 +348,15 @@ fn bench_compares_deferred_file_sizes_and_each_is_in_force() {
         None,
     );
     run.expect_code(0);
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+/// `--double-write-deferred-size auto,16KB`: the file of deferred pages
+/// sized apart from the area; at two slots the checkpoints' pages find it
+/// full and go through the area instead.
+#[test]
+fn bench_compares_deferred_file_sizes_and_each_is_in_force() {
+    let v = small_double_writes_axis("--double-write-deferred-size", "auto,16KB");
     // By size: (deferred pages, pages through the area) of the checkpointer.
     let mut by_size = std::collections::BTreeMap::new();
     for r in v.as_array().unwrap() {
@@ -408,24 +414,7 @@ fn a_deferred_file_size_out_of_range_is_refused_by_name() {
 /// its fsync, at 0 the fsync alone writes it.
 #[test]
 fn bench_compares_deferred_flush_after_and_each_is_in_force() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let run = small_write_only_bench(
-        &[
-            "--protection",
-            "double_writes",
-            "--double-write-buffer-size",
-            "64KB",
-            "--double-write-flush-after",
-            "0,1",
-            "--duration",
-            "0.5",
-        ],
-        &json,
-        None,
-    );
-    run.expect_code(0);
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let v = small_double_writes_axis("--double-write-flush-after", "0,1");
     // By value: (pages deferred, writeback requests on double-write files).
     let mut by_value = std::collections::BTreeMap::new();
     for r in v.as_array().unwrap() {
