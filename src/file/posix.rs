@@ -67,6 +67,12 @@ struct PosixFile {
     poison: Arc<Poison>,
 }
 
+/// True when sync_file_range failed because the file system does not
+/// support it (the request then falls to the fsync that follows).
+fn unsupported(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL))
+}
+
 impl PosixFile {
     /// sync_file_range over `len` bytes at `offset` with `flags`.
     fn sync_range(&self, offset: u64, len: u64, flags: libc::c_uint) -> std::io::Result<()> {
@@ -205,11 +211,10 @@ impl File for PosixFile {
 
     fn writeback_hint(&self, offset: u64, len: u64, who: Issuer) -> Result<()> {
         self.poison.check()?;
-        if let Err(e) = self.sync_range(offset, len, libc::SYNC_FILE_RANGE_WRITE) {
+        match self.sync_range(offset, len, libc::SYNC_FILE_RANGE_WRITE) {
             // Not every file system supports it; it is only a hint.
-            if e.raw_os_error() != Some(libc::ENOSYS) && e.raw_os_error() != Some(libc::EINVAL) {
-                return Err(Error::io(&self.path, "sync_file_range", e));
-            }
+            Err(e) if !unsupported(&e) => return Err(Error::io(&self.path, "sync_file_range", e)),
+            _ => {}
         }
         self.stats.record(who, self.kind, IoOp::Writeback, len);
         Ok(())
@@ -222,9 +227,8 @@ impl File for PosixFile {
             | libc::SYNC_FILE_RANGE_WAIT_AFTER;
         match self.sync_range(offset, len, flags) {
             Ok(()) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL)) => {
-                // Unsupported: the fsync that follows writes the range.
-            }
+            // Unsupported: the fsync that follows writes the range.
+            Err(e) if unsupported(&e) => {}
             // Waiting consumed the file's writeback error: the fsync after
             // may not see it, so this is a failed fsync (fsyncgate).
             Err(e) => self.fsync_result(Err(e))?,

@@ -267,9 +267,7 @@ impl DoubleWrites {
         }
         written
     }
-}
 
-impl DoubleWrites {
     /// Writes `dw/deferred`'s dirty pages to the device in pieces of
     /// `double_write_flush_after` pages, each waited for, so that the
     /// manifest's fsync finds little left. A cycle's slots wait in the
