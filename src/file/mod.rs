@@ -222,6 +222,31 @@ macro_rules! forward_file_methods {
             self.$inner.read_at(buf, offset, who)
         }
     };
+    (@one $inner:ident write_at) => {
+        fn write_at(&self, buf: &[u8], offset: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
+            self.$inner.write_at(buf, offset, who)
+        }
+    };
+    (@one $inner:ident write_vectored_at) => {
+        fn write_vectored_at(
+            &self,
+            bufs: &[&[u8]],
+            offset: u64,
+            who: $crate::file::Issuer,
+        ) -> $crate::Result<()> {
+            self.$inner.write_vectored_at(bufs, offset, who)
+        }
+    };
+    (@one $inner:ident sync_all) => {
+        fn sync_all(&self, who: $crate::file::Issuer) -> $crate::Result<()> {
+            self.$inner.sync_all(who)
+        }
+    };
+    (@one $inner:ident sync_data) => {
+        fn sync_data(&self, who: $crate::file::Issuer) -> $crate::Result<()> {
+            self.$inner.sync_data(who)
+        }
+    };
     (@one $inner:ident writeback_hint) => {
         fn writeback_hint(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
             self.$inner.writeback_hint(offset, len, who)

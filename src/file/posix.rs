@@ -389,4 +389,39 @@ mod tests {
         assert!(e.is_fatal(), "{e}");
         assert!(f.sync_data(Issuer::WalWriter).unwrap_err().is_fatal());
     }
+
+    /// A piece that fails to be written out (sync_file_range with
+    /// WAIT_AFTER) consumed the file's writeback error, so it is a failed
+    /// fsync: fatal, and the layer poisoned. A FIFO makes the kernel refuse
+    /// the call for real (ESPIPE), which a regular file cannot be made to.
+    #[test]
+    fn a_failed_write_back_and_wait_poisons_like_a_failed_fsync() {
+        let fs = PosixFileSystem::default();
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        // Read and write: opening a FIFO so does not wait for a peer.
+        let f = fs
+            .open(&fifo, FileKind::DoubleWrite, OpenOptions::read_write())
+            .unwrap();
+        let other = fs
+            .open(&dir.path().join("a"), FileKind::Data, OpenOptions::create())
+            .unwrap();
+        let e = f
+            .write_back_and_wait(0, 8192, Issuer::Checkpointer)
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::FsyncFailed { ref path, .. } if path == &fifo),
+            "{e}"
+        );
+        assert!(e.is_fatal(), "{e}");
+        assert_eq!(fs.stats().calls(FileKind::DoubleWrite, IoOp::Writeback), 0);
+        assert!(other
+            .write_at(b"x", 0, Issuer::Client)
+            .unwrap_err()
+            .is_fatal());
+        assert!(other.sync_all(Issuer::Checkpointer).unwrap_err().is_fatal());
+    }
 }

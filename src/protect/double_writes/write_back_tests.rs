@@ -64,3 +64,94 @@ fn with_flush_after_zero_the_fsync_writes_the_file_alone() {
     let (io, _) = five_pages_then_a_manifest(&s);
     assert_eq!(io, (0, 0, 1));
 }
+
+/// The real file layer, but `dw/`'s pieces fail as a device error during
+/// sync_file_range would (the kernel cannot be made to fail a regular
+/// file's here).
+struct PiecesFail(Arc<dyn FileSystem>);
+
+struct PieceFailingFile {
+    inner: Arc<dyn File>,
+}
+
+impl File for PieceFailingFile {
+    crate::forward_file_methods!(inner: path, kind, read_at, write_at, write_vectored_at,
+        sync_all, sync_data, writeback_hint, allocate, set_len, len);
+
+    fn write_back_and_wait(&self, _offset: u64, _len: u64, _who: Issuer) -> Result<()> {
+        Err(crate::Error::FsyncFailed {
+            path: self.inner.path().to_path_buf(),
+            source: std::io::Error::from_raw_os_error(libc::EIO),
+        })
+    }
+}
+
+impl FileSystem for PiecesFail {
+    fn open(
+        &self,
+        path: &Path,
+        kind: FileKind,
+        opts: crate::file::OpenOptions,
+    ) -> Result<Arc<dyn File>> {
+        let inner = self.0.open(path, kind, opts)?;
+        Ok(match kind {
+            FileKind::DoubleWrite => Arc::new(PieceFailingFile { inner }),
+            _ => inner,
+        })
+    }
+    fn rename(&self, from: &Path, to: &Path, kind: FileKind, who: Issuer) -> Result<()> {
+        self.0.rename(from, to, kind, who)
+    }
+    fn remove(&self, path: &Path, kind: FileKind, who: Issuer) -> Result<()> {
+        self.0.remove(path, kind, who)
+    }
+    fn sync_dir(&self, dir: &Path, who: Issuer) -> Result<()> {
+        self.0.sync_dir(dir, who)
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.0.create_dir_all(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.0.exists(path)
+    }
+    fn list_dir(&self, dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+        self.0.list_dir(dir)
+    }
+}
+
+#[test]
+fn a_failed_piece_fails_the_manifest_and_no_fsync_follows() {
+    let s = setup_area_on(
+        AreaSettings {
+            flush_after: 2,
+            deferred_slots: 64,
+            ..area(64, 8, true)
+        },
+        |fs| Arc::new(PiecesFail(fs)),
+    );
+    let pages: Vec<PageCopy> = (1..=5).map(|b| page(7, b, 100 + b as u64)).collect();
+    s.files
+        .get(7)
+        .unwrap()
+        .write_pages(0, &[page(7, 0, 1).bytes()], Issuer::Client)
+        .unwrap();
+    write(&s, &pages, Issuer::Client);
+    let before = s.dw.durable_manifest();
+    assert!(!s.dw.begin_checkpoint(false));
+    let e =
+        s.dw.persist_deferred(Lsn(150), Issuer::Checkpointer)
+            .unwrap_err();
+    // The failed wait consumed the file's writeback error: an fsync after
+    // it could succeed and call unwritten slots durable, so none is run.
+    assert!(e.is_fatal(), "{e}");
+    assert_eq!(
+        io_of_checkpointer(&s).2,
+        0,
+        "no fsync of dw/ after the piece"
+    );
+    assert_eq!(
+        s.dw.durable_manifest(),
+        before,
+        "the manifest is not durable"
+    );
+}

@@ -55,10 +55,18 @@ fn setup_with(area_blocks: u32, batch_pages: usize, defer_in_place: bool) -> Set
 }
 
 fn setup_area(settings: AreaSettings) -> Setup {
+    setup_area_on(settings, |fs| fs)
+}
+
+/// As [`setup_area`], on the file layer `layer` makes of the real one.
+fn setup_area_on(
+    settings: AreaSettings,
+    layer: impl FnOnce(Arc<dyn FileSystem>) -> Arc<dyn FileSystem>,
+) -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
     let io = Arc::new(IoStats::default());
-    let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::new(io.clone()));
+    let fs = layer(Arc::new(PosixFileSystem::new(io.clone())));
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let creation = CreationSettings {
         page_size: PS as u32,
