@@ -194,15 +194,7 @@ impl FileSystem for CheckingFs {
         st.durable_names = st.names.clone();
         Ok(())
     }
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
-        self.inner.list_dir(dir)
-    }
+    untorn::forward_file_system_methods!(inner: create_dir_all, exists, list_dir);
 }
 
 fn cfg(block_size: u32) -> WalConfig {

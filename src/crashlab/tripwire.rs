@@ -218,22 +218,11 @@ impl FileSystem for TripwireFs {
         }
         self.wire.sim.rename(from, to, kind, who)
     }
-    fn remove(&self, path: &Path, kind: FileKind, who: Issuer) -> Result<()> {
-        self.wire.sim.remove(path, kind, who)
-    }
     fn sync_dir(&self, dir: &Path, who: Issuer) -> Result<()> {
         if dir == self.wire.dir {
             self.wire.step();
         }
         self.wire.sim.sync_dir(dir, who)
     }
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.wire.sim.create_dir_all(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.wire.sim.exists(path)
-    }
-    fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
-        self.wire.sim.list_dir(dir)
-    }
+    crate::forward_file_system_methods!(wire.sim: remove, create_dir_all, exists, list_dir);
 }

@@ -274,6 +274,62 @@ macro_rules! forward_file_methods {
     };
 }
 
+/// Forwards the named [`FileSystem`] methods unchanged to a field, as
+/// [`forward_file_methods!`] does for a [`File`]; the field may be a path
+/// (`0`, `wire.sim`): `forward_file_system_methods!(inner: exists, list_dir);`.
+#[macro_export]
+macro_rules! forward_file_system_methods {
+    (@one [$($inner:tt).+] rename) => {
+        fn rename(
+            &self,
+            from: &::std::path::Path,
+            to: &::std::path::Path,
+            kind: $crate::file::FileKind,
+            who: $crate::file::Issuer,
+        ) -> $crate::Result<()> {
+            self.$($inner).+.rename(from, to, kind, who)
+        }
+    };
+    (@one [$($inner:tt).+] remove) => {
+        fn remove(
+            &self,
+            path: &::std::path::Path,
+            kind: $crate::file::FileKind,
+            who: $crate::file::Issuer,
+        ) -> $crate::Result<()> {
+            self.$($inner).+.remove(path, kind, who)
+        }
+    };
+    (@one [$($inner:tt).+] sync_dir) => {
+        fn sync_dir(&self, dir: &::std::path::Path, who: $crate::file::Issuer) -> $crate::Result<()> {
+            self.$($inner).+.sync_dir(dir, who)
+        }
+    };
+    (@one [$($inner:tt).+] create_dir_all) => {
+        fn create_dir_all(&self, dir: &::std::path::Path) -> $crate::Result<()> {
+            self.$($inner).+.create_dir_all(dir)
+        }
+    };
+    (@one [$($inner:tt).+] exists) => {
+        fn exists(&self, path: &::std::path::Path) -> bool {
+            self.$($inner).+.exists(path)
+        }
+    };
+    (@one [$($inner:tt).+] list_dir) => {
+        fn list_dir(&self, dir: &::std::path::Path) -> $crate::Result<Vec<::std::path::PathBuf>> {
+            self.$($inner).+.list_dir(dir)
+        }
+    };
+    // The field path travels as one bracketed token tree, so that it can
+    // repeat once per method.
+    (@each $field:tt $($method:ident),+) => {
+        $( $crate::forward_file_system_methods!(@one $field $method); )+
+    };
+    ($($inner:tt).+ : $($method:ident),+ $(,)?) => {
+        $crate::forward_file_system_methods!(@each [$($inner).+] $($method),+);
+    };
+}
+
 /// The directory-level operations and the factory for [`File`]s.
 pub trait FileSystem: Send + Sync {
     /// Opens (or creates) a file.

@@ -273,27 +273,13 @@ impl FileSystem for DeviceFileSystem {
             spent_us: self.spent_us.clone(),
         }))
     }
-    fn rename(&self, from: &Path, to: &Path, kind: FileKind, who: Issuer) -> Result<()> {
-        self.inner.rename(from, to, kind, who)
-    }
-    fn remove(&self, path: &Path, kind: FileKind, who: Issuer) -> Result<()> {
-        self.inner.remove(path, kind, who)
-    }
     fn sync_dir(&self, dir: &Path, who: Issuer) -> Result<()> {
         if !self.profile.battery_backed {
             spend_on(&self.profile, &self.head, self.profile.fsync_us);
         }
         self.inner.sync_dir(dir, who)
     }
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
-        self.inner.list_dir(dir)
-    }
+    crate::forward_file_system_methods!(inner: rename, remove, create_dir_all, exists, list_dir);
 }
 
 #[cfg(test)]

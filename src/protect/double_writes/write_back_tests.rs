@@ -99,24 +99,8 @@ impl FileSystem for PiecesFail {
             _ => inner,
         })
     }
-    fn rename(&self, from: &Path, to: &Path, kind: FileKind, who: Issuer) -> Result<()> {
-        self.0.rename(from, to, kind, who)
-    }
-    fn remove(&self, path: &Path, kind: FileKind, who: Issuer) -> Result<()> {
-        self.0.remove(path, kind, who)
-    }
-    fn sync_dir(&self, dir: &Path, who: Issuer) -> Result<()> {
-        self.0.sync_dir(dir, who)
-    }
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.0.create_dir_all(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.0.exists(path)
-    }
-    fn list_dir(&self, dir: &Path) -> Result<Vec<std::path::PathBuf>> {
-        self.0.list_dir(dir)
-    }
+    crate::forward_file_system_methods!(0: rename, remove, sync_dir, create_dir_all, exists,
+        list_dir);
 }
 
 #[test]
