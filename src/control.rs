@@ -46,8 +46,12 @@ const OFF_NEXT_FILE_ID: usize = 80;
 const OFF_CHECKPOINT_TIME: usize = 88;
 const OFF_UPDATE_TIME: usize = 96;
 const OFF_DEFERRED_MANIFEST: usize = 104;
+const OFF_SECTOR_SIZE: usize = 112;
 const OFF_CRC: usize = CONTROL_FILE_SIZE - 4;
-const _: () = assert!(OFF_DEFERRED_MANIFEST + 8 <= OFF_CRC);
+const _: () = assert!(OFF_SECTOR_SIZE + 4 <= OFF_CRC);
+/// What a control file written before `sector_size` was recorded (those
+/// bytes reserved and zero) protected against: 512-byte sectors.
+const SECTOR_SIZE_BEFORE_RECORDED: u32 = 512;
 
 /// The database's state, as pg_control's "Database cluster state".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -181,6 +185,7 @@ impl ControlFile {
             OFF_DEFERRED_MANIFEST,
             &self.deferred_manifest.to_le_bytes(),
         );
+        put(&mut b, OFF_SECTOR_SIZE, &s.sector_size.to_le_bytes());
         let crc = crc32c::crc32c(&b[..OFF_CRC]);
         put(&mut b, OFF_CRC, &crc.to_le_bytes());
         b
@@ -244,6 +249,10 @@ impl ControlFile {
             data_segment_size: u64_at(bytes, OFF_DATA_SEGMENT_SIZE),
             data_checksums,
             torn_page_protection,
+            sector_size: match u32_at(bytes, OFF_SECTOR_SIZE) {
+                0 => SECTOR_SIZE_BEFORE_RECORDED,
+                n => n,
+            },
         };
         settings
             .validate()

@@ -123,6 +123,12 @@ pub const GB: u64 = 1024 * MB;
 pub const PAGE_SIZES: &[u32] = &[4096, 8192, 16384, 32768];
 /// WAL block sizes a database may be created with.
 pub const WAL_BLOCK_SIZES: &[u32] = &[1024, 2048, 4096, 8192, 16384, 32768, 65536];
+/// The smallest sector a device has.
+pub const MIN_SECTOR_SIZE: u32 = 512;
+/// The sector assumed where the device does not say: 4 KB-sector (4Kn and
+/// 512e) drives are common, and a larger sector than the device's costs
+/// only padding, a smaller one loses commits.
+pub const SAFE_SECTOR_SIZE: u32 = 4096;
 
 /// The settings stored in a database's control file: fixed when it is
 /// created, except `torn_page_protection`, which an opening may switch.
@@ -143,6 +149,11 @@ pub struct CreationSettings {
     /// Torn-page protection. Default full_pages. Not fixed: an opening that
     /// asks for another mode switches (see [`crate::protect::switch`]).
     pub torn_page_protection: TornPageProtection,
+    /// The device's sector in bytes: the unit a power cut may tear or
+    /// destroy whole. A power of two from 512 to `page_size`. Probed from
+    /// the device at creation (4096 where unknown); every rewrite in place
+    /// (a WAL flush) starts and ends on it.
+    pub sector_size: u32,
 }
 
 impl Default for CreationSettings {
@@ -154,6 +165,7 @@ impl Default for CreationSettings {
             data_segment_size: GB,
             data_checksums: ChecksumAlgorithm::Crc32c,
             torn_page_protection: TornPageProtection::FullPages,
+            sector_size: SAFE_SECTOR_SIZE,
         }
     }
 }
@@ -197,6 +209,14 @@ impl CreationSettings {
                 "data_segment_size",
                 dseg,
                 "1 MB to 1 GB and a multiple of page_size",
+            ));
+        }
+        let sector = self.sector_size;
+        if !sector.is_power_of_two() || !(MIN_SECTOR_SIZE..=self.page_size).contains(&sector) {
+            return Err(invalid(
+                "sector_size",
+                sector as u64,
+                "a power of two from 512 to page_size",
             ));
         }
         crate::protect::check_checksums(self.torn_page_protection, self.data_checksums)
@@ -247,6 +267,7 @@ impl CreationSettings {
             self.data_checksums,
             requested.data_checksums,
         )?;
+        cmp("sector_size", self.sector_size, requested.sector_size)?;
         crate::protect::switch::check(
             self.torn_page_protection,
             requested
@@ -269,6 +290,8 @@ pub struct RequestedCreationSettings {
     pub data_segment_size: Option<u64>,
     pub data_checksums: Option<ChecksumAlgorithm>,
     pub torn_page_protection: Option<TornPageProtection>,
+    /// `None` at creation: probed from the device.
+    pub sector_size: Option<u32>,
 }
 
 impl RequestedCreationSettings {
@@ -282,6 +305,7 @@ impl RequestedCreationSettings {
             data_segment_size: self.data_segment_size.unwrap_or(d.data_segment_size),
             data_checksums: self.data_checksums.unwrap_or(d.data_checksums),
             torn_page_protection: self.torn_page_protection.unwrap_or(d.torn_page_protection),
+            sector_size: self.sector_size.unwrap_or(d.sector_size),
         }
     }
 }

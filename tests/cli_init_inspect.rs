@@ -81,6 +81,37 @@ fn init_refuses_a_wal_block_size_of_3kb() {
 }
 
 #[test]
+fn init_refuses_a_sector_larger_than_the_page_or_not_a_power_of_two() {
+    assert_init_refused(
+        &["--page-size", "4KB", "--sector-size", "8KB"],
+        &["sector_size", "8192"],
+    );
+    assert_init_refused(&["--sector-size", "3000"], &["sector_size", "3000"]);
+}
+
+/// The sector is recorded: the one asked for, else the device's (or 4 KB
+/// where the device does not say), and inspect shows it.
+#[test]
+fn init_records_the_device_sector() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    untorn_on("init", &dir, &["--sector-size", "512"]).expect_code(0);
+    untorn_on("inspect", &dir, &["--json"])
+        .expect_code(0)
+        .expect_json("/settings/sector_size", 512);
+    let probed = tmp.path().join("probed");
+    untorn_on("init", &probed, &[]).expect_code(0);
+    let want = untorn::file::sector::probe_sector_size(tmp.path())
+        .unwrap_or(untorn::settings::SAFE_SECTOR_SIZE);
+    untorn_on("inspect", &probed, &["--json"])
+        .expect_code(0)
+        .expect_json("/settings/sector_size", want as u64);
+    let text = untorn_on("inspect", &probed, &[]);
+    let line = text.line_starting("Device sector size");
+    assert!(line.contains(&want.to_string()), "{}", text.context());
+}
+
+#[test]
 fn init_refuses_an_unknown_checksum_algorithm() {
     assert_init_refused(
         &["--data-checksums", "md5"],

@@ -226,6 +226,7 @@ fn wal_cfg() -> WalConfig {
         segment_size: MB,
         system_id: 0xC0DEC,
         epoch: 1,
+        sector_size: 512,
     }
 }
 

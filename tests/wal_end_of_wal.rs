@@ -31,6 +31,7 @@ fn cfg(epoch: u32) -> WalConfig {
         segment_size: MB,
         system_id: 77,
         epoch,
+        sector_size: 512,
     }
 }
 

@@ -194,7 +194,7 @@ impl FileSystem for CheckingFs {
         st.durable_names = st.names.clone();
         Ok(())
     }
-    untorn::forward_file_system_methods!(inner: create_dir_all, exists, list_dir);
+    untorn::forward_file_system_methods!(inner: create_dir_all, exists, list_dir, sector_size);
 }
 
 fn cfg(block_size: u32) -> WalConfig {
@@ -203,6 +203,7 @@ fn cfg(block_size: u32) -> WalConfig {
         segment_size: MB,
         system_id: 5,
         epoch: 1,
+        sector_size: 512,
     }
 }
 

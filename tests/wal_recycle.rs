@@ -19,6 +19,7 @@ fn cfg(epoch: u32) -> WalConfig {
         segment_size: MB,
         system_id: 9,
         epoch,
+        sector_size: 512,
     }
 }
 

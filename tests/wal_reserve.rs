@@ -15,6 +15,7 @@ fn cfg() -> WalConfig {
         segment_size: MB,
         system_id: 77,
         epoch: 1,
+        sector_size: 512,
     }
 }
 

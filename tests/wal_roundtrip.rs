@@ -15,11 +15,16 @@ use untorn::wal::{
 use untorn::Lsn;
 
 fn cfg(block_size: u32, epoch: u32) -> WalConfig {
+    cfg_sector(block_size, epoch, 512)
+}
+
+fn cfg_sector(block_size: u32, epoch: u32, sector_size: u32) -> WalConfig {
     WalConfig {
         block_size,
         segment_size: MB,
         system_id: 0x5EED,
         epoch,
+        sector_size,
     }
 }
 
@@ -102,9 +107,20 @@ fn check(fs: &Arc<dyn FileSystem>, dir: &Path, c: &WalConfig, expect: &[&Written
 /// reader's end with the next epoch, write more, read everything.
 /// Returns the end after the first part and the final end.
 fn run(block_size: u32, first: &[(usize, bool)], second: &[(usize, bool)]) -> (Lsn, Lsn) {
+    run_sector(block_size, 512, first, second)
+}
+
+/// [`run`] for a device of `sector`-byte sectors: every flush ends on one,
+/// blocks smaller than a sector included.
+fn run_sector(
+    block_size: u32,
+    sector: u32,
+    first: &[(usize, bool)],
+    second: &[(usize, bool)],
+) -> (Lsn, Lsn) {
     let dir = tempfile::tempdir().unwrap();
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
-    let c1 = cfg(block_size, 1);
+    let c1 = cfg_sector(block_size, 1, sector);
     let wal = Wal::create(fs.clone(), dir.path(), c1).unwrap();
     let w1 = write(&wal, 0, first);
     let flushed = wal.flushed_lsn();
@@ -114,14 +130,14 @@ fn run(block_size: u32, first: &[(usize, bool)], second: &[(usize, bool)]) -> (L
     let (end, why) = reader.end().unwrap();
     assert_eq!(end, flushed, "{why}");
 
-    let c2 = cfg(block_size, 2);
+    let c2 = cfg_sector(block_size, 2, sector);
     let wal = Wal::open(fs.clone(), dir.path(), c2, end, reader.prev_record()).unwrap();
     let mut w2 = write(&wal, 1000, second);
     let last = w2.last().map(|w| w.end).unwrap_or(end);
     wal.flush(last, Issuer::Client).unwrap();
-    // Flushes end on 512-byte sector boundaries (a padding record).
+    // Flushes end on sector boundaries (padding records).
     let last = wal.flushed_lsn();
-    assert!(last.0.is_multiple_of(512));
+    assert!(last.0.is_multiple_of(sector as u64), "{last}");
     drop(wal);
     let mut all = kept;
     all.extend(w2.iter_mut().map(|w| &*w));
@@ -154,6 +170,24 @@ round_trip_for!(round_trip_8k, 8192);
 round_trip_for!(round_trip_16k, 16384);
 round_trip_for!(round_trip_32k, 32768);
 round_trip_for!(round_trip_64k, 65536);
+
+macro_rules! round_trip_4k_sectors_for {
+    ($name:ident, $bs:expr) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(10))]
+            #[test]
+            fn $name(first in plan(), second in plan()) {
+                run_sector($bs, 4096, &first, &second);
+            }
+        }
+    };
+}
+
+// 4 KB sectors over blocks smaller than, equal to and larger than one.
+round_trip_4k_sectors_for!(round_trip_1k_blocks_4k_sectors, 1024);
+round_trip_4k_sectors_for!(round_trip_2k_blocks_4k_sectors, 2048);
+round_trip_4k_sectors_for!(round_trip_4k_blocks_4k_sectors, 4096);
+round_trip_4k_sectors_for!(round_trip_16k_blocks_4k_sectors, 16384);
 
 /// Deterministic: every block size, several segments, a record larger than
 /// a segment, records ending exactly at page ends and in a page's tail.

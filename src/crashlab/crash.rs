@@ -52,7 +52,7 @@ impl Iteration<'_> {
         let mut unreadable_pages = BTreeSet::new();
         let ps = self.opts.page_size as u64;
         for u in &report.damaged_units {
-            if u.path.starts_with(&wal) && u.rewritten_data_lost {
+            if u.path.starts_with(&wal) && u.durable_data_lost {
                 // Not an excuse: the oracle still counts every commit lost.
                 self.c.faults.wal_sectors_with_durable_data_lost += 1;
                 self.event(format!("WAL bytes durable before lost: {u:?}"));

@@ -459,7 +459,7 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
     }
     if f.sectors_zeroed + f.sectors_unreadable > 0 {
         s.push_str(&format!(
-            "  damaged sectors: {} read back as zeros, {} unreadable; {} in the WAL had held the bytes rewritten\n",
+            "  damaged sectors: {} read back as zeros, {} unreadable; {} in the WAL had held durable bytes\n",
             f.sectors_zeroed, f.sectors_unreadable, f.wal_sectors_with_durable_data_lost
         ));
     }

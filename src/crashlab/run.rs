@@ -118,6 +118,8 @@ impl Base {
         let stats = Arc::new(IoStats::default());
         let sim = SimFileSystem::new(stats.clone());
         sim.set_trace_enabled(false);
+        // The engine probes the sector at creation, as on a real device.
+        sim.set_sector_size(opts.sector_size as u32);
         let options = db_options(opts, mode);
         let db = Database::create_with(Arc::new(sim.clone()), stats, db_dir(), options.clone())?;
         let mut rng = SplitMix64::new(opts.seed ^ 0xBA5E ^ mode.code() as u64);
@@ -250,6 +252,7 @@ impl<'a> Iteration<'a> {
         let mut rng = SplitMix64::new(seed);
         let stats = Arc::new(IoStats::default());
         let sim = SimFileSystem::from_image(base.image.clone(), stats.clone());
+        sim.set_sector_size(opts.sector_size as u32);
         let fs = TripwireFs::new(sim.clone(), db_dir());
         let lossy = opts.has(Fault::Drop) || opts.has(Fault::Reorder);
         let keep = if lossy {

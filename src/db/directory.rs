@@ -26,6 +26,7 @@ pub fn wal_config(control: &ControlFile) -> WalConfig {
         segment_size: control.settings.wal_segment_size,
         system_id: control.system_id,
         epoch: control.wal_epoch,
+        sector_size: control.settings.sector_size,
     }
 }
 
@@ -91,5 +92,22 @@ pub fn open_control(
 ) -> Result<ControlFile> {
     let control = ControlFile::read(fs, dir, Issuer::Tool)?;
     control.settings.check_requested(requested)?;
+    check_device_sector(fs, dir, control.settings.sector_size)?;
     Ok(control)
+}
+
+/// Refuses a device whose sector is larger than the one the database was
+/// made for: its WAL flushes would rewrite sectors holding durable WAL (a
+/// copy moved onto a 4 KB-sector drive). A device that does not say is
+/// trusted, as at creation it would have got the safe size.
+fn check_device_sector(fs: &dyn FileSystem, dir: &Path, recorded: u32) -> Result<()> {
+    match fs.sector_size(dir) {
+        Some(device) if device > recorded => Err(Error::Invalid(format!(
+            "{} was created for {recorded}-byte sectors, but its device has {device}-byte \
+             sectors: a power cut could destroy acknowledged commits. Copy its tables into \
+             a database created on this device (untorn init picks the sector from the device)",
+            dir.display()
+        ))),
+        _ => Ok(()),
+    }
 }

@@ -66,7 +66,13 @@ impl Database {
         dir: &Path,
         options: Options,
     ) -> Result<Database> {
-        directory::create(&fs, dir, options.creation.or_defaults())?;
+        let mut settings = options.creation.or_defaults();
+        if options.creation.sector_size.is_none() {
+            settings.sector_size = fs
+                .sector_size(dir)
+                .unwrap_or(crate::settings::SAFE_SECTOR_SIZE);
+        }
+        directory::create(&fs, dir, settings)?;
         Self::open_with(fs, io_stats, dir, options)
     }
 

@@ -16,6 +16,7 @@
 
 mod io_stats;
 pub mod posix;
+pub mod sector;
 pub mod segmented;
 
 use crate::error::Result;
@@ -320,6 +321,11 @@ macro_rules! forward_file_system_methods {
             self.$($inner).+.list_dir(dir)
         }
     };
+    (@one [$($inner:tt).+] sector_size) => {
+        fn sector_size(&self, path: &::std::path::Path) -> Option<u32> {
+            self.$($inner).+.sector_size(path)
+        }
+    };
     // The field path travels as one bracketed token tree, so that it can
     // repeat once per method.
     (@each $field:tt $($method:ident),+) => {
@@ -346,4 +352,9 @@ pub trait FileSystem: Send + Sync {
     fn exists(&self, path: &Path) -> bool;
     /// The names of the entries in a directory, sorted.
     fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>>;
+    /// The sector of the device holding `path` (or its nearest existing
+    /// ancestor): the larger of its logical and physical block sizes, the
+    /// unit a power cut may tear or destroy whole. `None` where the device
+    /// does not say (tmpfs, overlay, a network file system).
+    fn sector_size(&self, path: &Path) -> Option<u32>;
 }

@@ -348,6 +348,10 @@ impl FileSystem for PosixFileSystem {
         out.sort();
         Ok(out)
     }
+
+    fn sector_size(&self, path: &Path) -> Option<u32> {
+        super::sector::probe_sector_size(path)
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::config::WalConfig;
 use super::format::{
     align_up, Geometry, LongHeader, PageHeader, RecordHeader, PAGE_FLAG_CONTINUATION,
     PAGE_FLAG_FIRST_IN_SEGMENT, PAGE_HEADER_VERSION, PAGE_MAGIC, RECORD_HEADER_LEN,
-    RECORD_KIND_PADDING, RH_CRC, WAL_SECTOR,
+    RECORD_KIND_PADDING, RH_CRC,
 };
 use super::record::RecordData;
 use std::collections::VecDeque;
@@ -71,23 +71,40 @@ impl Inner {
     }
 
     /// Moves the insert position to the next sector boundary, filling the
-    /// sector's rest with a padding record (zero payload, chained and
-    /// CRC-checked like any record). Returns the padding bytes. A rest too
-    /// short for a record header pads through the next sector as well;
+    /// rest with padding records (zero payload, chained and CRC-checked like
+    /// any record), one per page crossed when a sector spans pages. A rest
+    /// too short for a record header pads through the next sector as well;
     /// fewer than a header's bytes at a page's end need none (records skip
-    /// them anyway).
+    /// them anyway). Returns how far the insert position moved.
     pub fn pad_to_sector(&mut self, cfg: &WalConfig, geo: &Geometry) -> u64 {
-        let pos = self.insert_pos;
-        if let Some(next) = geo.flush_boundary(pos) {
-            self.insert_pos = next;
-            return 0;
+        let start = self.insert_pos;
+        loop {
+            let mut pos = self.insert_pos;
+            if let Some(next) = geo.flush_boundary(pos) {
+                self.insert_pos = next;
+                return next - start;
+            }
+            let off = geo.page_offset(pos);
+            if off == 0 || geo.block - off < RECORD_HEADER_LEN as u64 {
+                // The page at a page start is not started yet (`append`
+                // starts it); a tail too short for a header is skipped.
+                pos = self.start_page(cfg, geo, pos.next_multiple_of(geo.block), 0);
+            }
+            let page_end = geo.page_start(pos) + geo.block;
+            let mut len = pos.next_multiple_of(geo.sector).min(page_end) - pos;
+            if len < RECORD_HEADER_LEN as u64 {
+                // A sector boundary inside the page (a page's end that is
+                // one was taken by `flush_boundary`), so the next sector
+                // lies on the same page.
+                len += geo.sector;
+            }
+            self.pad_record(cfg, geo, pos, len);
         }
-        let mut len = pos.next_multiple_of(WAL_SECTOR) - pos;
-        if len < RECORD_HEADER_LEN as u64 {
-            // Not the page's last sector (flush_boundary took that case),
-            // so the next sector lies on the same page.
-            len += WAL_SECTOR;
-        }
+    }
+
+    /// Writes a padding record of `len` bytes at `pos`, on one page.
+    fn pad_record(&mut self, cfg: &WalConfig, geo: &Geometry, pos: u64, len: u64) {
+        debug_assert!(geo.page_offset(pos) + len <= geo.block);
         let payload_crc = crc32c::crc32c(&vec![0u8; len as usize - RECORD_HEADER_LEN]);
         let mut header = RecordHeader {
             total_len: len as u32,
@@ -107,8 +124,6 @@ impl Inner {
         self.copy_in(cfg, geo, pos, &header, &mut remaining);
         self.insert_pos = pos + len;
         self.prev_record = pos;
-        debug_assert!(self.insert_pos.is_multiple_of(WAL_SECTOR));
-        len
     }
 
     fn block_mut(&mut self, block_no: u64) -> &mut Vec<u8> {
@@ -207,8 +222,9 @@ mod tests {
             segment_size: MB,
             system_id: 1,
             epoch: 3,
+            sector_size: 512,
         };
-        let geo = Geometry::new(cfg.block_size, cfg.segment_size);
+        let geo = Geometry::new(&cfg);
         let mut inner = Inner {
             insert_pos: 0,
             prev_record: 0,

@@ -18,12 +18,22 @@ pub struct WalConfig {
     /// database, before the writer is created. Written in every page header
     /// and record header this writer starts. The reader ignores it.
     pub epoch: u32,
+    /// The device sector (the control file's `sector_size`): every flush
+    /// starts and ends on one, so none rewrites a sector of durable WAL.
+    pub sector_size: u32,
 }
 
 impl WalConfig {
     /// Checks the sizes (see [`super::format::validate_sizes`]).
     pub fn validate(&self) -> Result<()> {
-        validate_sizes(self.block_size, self.segment_size)
+        validate_sizes(self.block_size, self.segment_size)?;
+        let sector = self.sector_size;
+        if !sector.is_power_of_two() || sector < crate::settings::MIN_SECTOR_SIZE {
+            return Err(crate::error::Error::Invalid(format!(
+                "WAL sector size {sector} is not a power of two of at least 512"
+            )));
+        }
+        Ok(())
     }
 }
 

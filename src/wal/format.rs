@@ -13,9 +13,9 @@ use crate::settings::{GB, MB, WAL_BLOCK_SIZES};
 /// `"UNTW"` read as a little-endian u32: the first four bytes of every page.
 pub const PAGE_MAGIC: u32 = 0x5754_4E55;
 /// The only page header version written and accepted. Version 2: every
-/// flush ends on a [`WAL_SECTOR`] boundary (a padding record fills the
-/// rest of the sector), and the reader keeps only records up to such a
-/// boundary. A version 1 WAL read by that rule could lose commits.
+/// flush ends on a sector boundary (the control file's `sector_size`;
+/// padding records fill the rest of the sector), and the reader keeps only
+/// records up to such a boundary. A version 1 WAL read by that rule could lose commits.
 pub const PAGE_HEADER_VERSION: u16 = 2;
 /// Page flag: the long header follows (the page is the first of its segment).
 pub const PAGE_FLAG_FIRST_IN_SEGMENT: u16 = 0x0001;
@@ -55,10 +55,6 @@ pub const RECORD_HEADER_LEN: usize = 32;
 /// Records start at multiples of this; the bytes after a record up to the
 /// next multiple are zero.
 pub const RECORD_ALIGN: u64 = 8;
-/// The unit a flush ends on: a sector of the smallest size a device tears
-/// at. A flush never writes into a sector that holds durable WAL, so a
-/// torn write cannot damage an acknowledged commit.
-pub const WAL_SECTOR: u64 = 512;
 /// The kind byte of a padding record: zero payload filling a sector's rest
 /// at a flush. The reader checks it like any record and skips it.
 pub const RECORD_KIND_PADDING: u8 = 0xFF;
@@ -74,9 +70,8 @@ const _: () = assert!(RH_CRC + 4 == RECORD_HEADER_LEN);
 const _: () = assert!((RECORD_HEADER_LEN as u64).is_multiple_of(RECORD_ALIGN));
 // The smallest block must hold a long header, a record header and more.
 const _: () = assert!(LONG_PAGE_HEADER_LEN + RECORD_HEADER_LEN < 1024);
-// Blocks (1 KB and up) are whole sectors; a sector holds a record header.
-const _: () = assert!(WAL_SECTOR.is_power_of_two() && WAL_SECTOR <= 1024);
-const _: () = assert!(WAL_SECTOR >= 2 * RECORD_HEADER_LEN as u64);
+// The smallest sector holds two record headers (padding needs one).
+const _: () = assert!(crate::settings::MIN_SECTOR_SIZE as usize >= 2 * RECORD_HEADER_LEN);
 
 /// Rounds up to the record alignment.
 pub fn align_up(pos: u64) -> u64 {
@@ -260,18 +255,23 @@ pub fn validate_sizes(block_size: u32, segment_size: u64) -> Result<()> {
     Ok(())
 }
 
-/// LSN arithmetic for one block size and segment size (both powers of two).
+/// LSN arithmetic for one block size and segment size (both powers of
+/// two), and the device sector every flush starts and ends on: a flush
+/// never writes into a sector that holds durable WAL, so a torn write
+/// cannot damage an acknowledged commit.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Geometry {
     pub block: u64,
     pub segment: u64,
+    pub sector: u64,
 }
 
 impl Geometry {
-    pub fn new(block_size: u32, segment_size: u64) -> Geometry {
+    pub fn new(cfg: &super::WalConfig) -> Geometry {
         Geometry {
-            block: block_size as u64,
-            segment: segment_size,
+            block: cfg.block_size as u64,
+            segment: cfg.segment_size,
+            sector: cfg.sector_size as u64,
         }
     }
 
@@ -319,7 +319,7 @@ impl Geometry {
     /// flush: the next record goes at a sector boundary.
     pub fn flush_boundary(&self, pos: u64) -> Option<u64> {
         let next = self.next_record_pos(pos);
-        next.is_multiple_of(WAL_SECTOR).then_some(next)
+        next.is_multiple_of(self.sector).then_some(next)
     }
 
     /// Blocks per segment file.
@@ -331,6 +331,7 @@ impl Geometry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wal::WalConfig;
 
     #[test]
     fn page_header_round_trip_short_and_long() {
@@ -388,7 +389,13 @@ mod tests {
 
     #[test]
     fn geometry() {
-        let g = Geometry::new(8192, MB);
+        let g = Geometry::new(&WalConfig {
+            block_size: 8192,
+            segment_size: MB,
+            system_id: 1,
+            epoch: 1,
+            sector_size: 512,
+        });
         assert_eq!(g.header_len(0), LONG_PAGE_HEADER_LEN as u64);
         assert_eq!(g.header_len(8192), SHORT_PAGE_HEADER_LEN as u64);
         assert_eq!(g.header_len(MB), LONG_PAGE_HEADER_LEN as u64);
@@ -400,6 +407,15 @@ mod tests {
         assert_eq!(g.flush_boundary(1016), None);
         assert_eq!(g.flush_boundary(8192 - 24), Some(8192));
         assert_eq!(g.flush_boundary(8192 - 32), None);
+        // A sector larger than a block: boundaries only every 4 KB.
+        let g4 = Geometry {
+            block: 1024,
+            sector: 4096,
+            ..g
+        };
+        assert_eq!(g4.flush_boundary(1024 - 24), None);
+        assert_eq!(g4.flush_boundary(4096 - 24), Some(4096));
+        assert_eq!(g4.flush_boundary(4096), Some(4096));
         assert!(validate_sizes(1024, MB).is_ok());
         assert!(validate_sizes(65536, MB).is_ok());
         assert!(validate_sizes(3000, MB).is_err());

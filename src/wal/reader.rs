@@ -145,7 +145,7 @@ impl WalReader {
         start: Lsn,
     ) -> Result<WalReader> {
         validate_sizes(cfg.block_size, cfg.segment_size)?;
-        let geo = Geometry::new(cfg.block_size, cfg.segment_size);
+        let geo = Geometry::new(cfg);
         let off = geo.page_offset(start.0);
         if !start.0.is_multiple_of(RECORD_ALIGN)
             || (off != 0 && off < geo.header_len(geo.page_start(start.0)))
@@ -391,11 +391,15 @@ impl WalReader {
         }))
     }
 
-    /// A CRC-valid padding record must end on a sector boundary and carry
-    /// no transaction or flags: otherwise this version did not write it.
+    /// A CRC-valid padding record must end on a sector boundary (or, where
+    /// a sector spans pages, at its page's end) and carry no transaction or
+    /// flags: otherwise this version did not write it.
     fn check_padding(&self, h: &RecordHeader, start: u64) -> Result<()> {
         let end = align_up(start + h.total_len as u64);
-        if h.xid == 0 && h.flags == 0 && h.reserved == 0 && self.geo.flush_boundary(end).is_some() {
+        let geo = &self.geo;
+        let ends_sector = geo.flush_boundary(end).is_some()
+            || (geo.sector > geo.block && geo.page_offset(geo.next_record_pos(end)) == 0);
+        if h.xid == 0 && h.flags == 0 && h.reserved == 0 && ends_sector {
             return Ok(());
         }
         Err(Error::corruption(

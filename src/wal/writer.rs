@@ -28,9 +28,7 @@
 
 use super::buffer::Inner;
 use super::config::{add, Counters, WalConfig, WalStats};
-use super::format::{
-    Geometry, PageHeader, MAX_RECORD_LEN, PAGE_MAGIC, RECORD_HEADER_LEN, WAL_SECTOR,
-};
+use super::format::{Geometry, PageHeader, MAX_RECORD_LEN, PAGE_MAGIC, RECORD_HEADER_LEN};
 use super::image_codec;
 use super::record::{ImageCompression, RecordData};
 use super::segment;
@@ -121,7 +119,7 @@ impl Wal {
         prev_record: Lsn,
     ) -> Result<Wal> {
         cfg.validate()?;
-        let geo = Geometry::new(cfg.block_size, cfg.segment_size);
+        let geo = Geometry::new(&cfg);
         let page_start = geo.page_start(end.0);
         let off = geo.page_offset(end.0);
         if !end.0.is_multiple_of(super::format::RECORD_ALIGN)
@@ -150,7 +148,7 @@ impl Wal {
         prev: Lsn,
         partial: Option<Vec<u8>>,
     ) -> Wal {
-        let geo = Geometry::new(cfg.block_size, cfg.segment_size);
+        let geo = Geometry::new(&cfg);
         let blocks: VecDeque<_> = partial.into_iter().map(Arc::new).collect();
         Wal {
             fs,
@@ -348,7 +346,7 @@ impl Wal {
         // Flushes end on sector boundaries, so this is `flushed` itself
         // (unless the WAL was opened mid-sector): no sector holding only
         // durable WAL is written again.
-        let from = flushed - flushed % WAL_SECTOR;
+        let from = flushed - flushed % geo.sector;
         let first = from / geo.block;
         let (target, blocks) = {
             let mut g = self.inner.lock();

@@ -33,6 +33,7 @@ pub fn run(fs: &dyn FileSystem, dir: &Path, json: bool) -> untorn::Result<ExitCo
         ("WAL epoch", c.wal_epoch.to_string()),
         ("Database page size", s.page_size.to_string()),
         ("WAL block size", s.wal_block_size.to_string()),
+        ("Device sector size", s.sector_size.to_string()),
         ("Bytes per WAL segment", s.wal_segment_size.to_string()),
         ("Bytes per data segment", s.data_segment_size.to_string()),
         ("Data page checksums", s.data_checksums.to_string()),

@@ -136,6 +136,11 @@ pub struct CreationArgs {
     /// Torn-page protection: full_pages, double_writes or off [default: full_pages].
     #[arg(long)]
     torn_page_protection: Option<String>,
+    /// The device sector to protect against: 512B to the page size, a power
+    /// of two [default: the device's (the larger of its logical and
+    /// physical block sizes), 4KB where it does not say].
+    #[arg(long, value_parser = parse_size)]
+    sector_size: Option<u64>,
 }
 
 impl CreationArgs {
@@ -164,6 +169,7 @@ impl CreationArgs {
                 .as_deref()
                 .map(str::parse::<TornPageProtection>)
                 .transpose()?,
+            sector_size: narrow("sector_size", self.sector_size)?,
         })
     }
 }

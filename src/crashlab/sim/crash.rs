@@ -209,11 +209,13 @@ pub struct DamagedUnit {
     pub len: u64,
     pub zeroed: bool,
     pub unreadable: bool,
-    /// The unit held data that the torn write was rewriting unchanged: its
-    /// old bytes, up to the last nonzero one, equal the new bytes there
-    /// (as when the WAL's partial last block is rewritten with more
-    /// records). That data, durable before, is what was lost.
-    pub rewritten_data_lost: bool,
+    /// The unit held data durable before the write that its damage took:
+    /// bytes the torn write was rewriting unchanged (its old bytes, up to
+    /// the last nonzero one, equal the new bytes there, as when the WAL's
+    /// partial last block is rewritten with more records), or bytes before
+    /// the write in a unit it began inside (a 512-byte-aligned flush on a
+    /// 4 KB-sector device).
+    pub durable_data_lost: bool,
 }
 
 /// The crash in progress.
@@ -313,14 +315,20 @@ impl Crasher<'_> {
                 .iter()
                 .rposition(|b| *b != 0)
                 .is_some_and(|last| bytes[..=last] == new_bytes[..=last]);
+            // A damaged sector is damaged whole: its bytes before the write
+            // (a write starting mid-sector) go with it.
+            let unit_start = (first + i as u64) * unit;
+            let durable_before_lost = image[unit_start as usize..start as usize]
+                .iter()
+                .any(|b| *b != 0);
             let zeroed = self.rng.chance(self.cfg.zero_sector_probability);
             if zeroed {
-                bytes.fill(0);
+                image[unit_start as usize..stop as usize].fill(0);
                 self.report.sectors_zeroed += 1;
             }
             let unreadable = self.rng.chance(self.cfg.eio_sector_probability);
             if unreadable {
-                for s in start / sector..=(stop - 1) / sector {
+                for s in unit_start / sector..=(stop - 1) / sector {
                     self.eio.insert((path.to_path_buf(), s));
                 }
                 self.report.sectors_eio += 1;
@@ -332,7 +340,7 @@ impl Crasher<'_> {
                     len: stop - start,
                     zeroed,
                     unreadable,
-                    rewritten_data_lost,
+                    durable_data_lost: rewritten_data_lost || durable_before_lost,
                 });
             }
         }

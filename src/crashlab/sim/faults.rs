@@ -220,6 +220,11 @@ impl SimFileSystem {
         self.shared.state.lock().trace.clear();
     }
 
+    /// The sector the device reports to the engine (512 by default).
+    pub fn set_sector_size(&self, bytes: u32) {
+        self.shared.state.lock().sector_size = bytes;
+    }
+
     /// Turns the trace on or off (on by default); calls are counted anyway.
     pub fn set_trace_enabled(&self, on: bool) {
         self.shared.state.lock().trace_enabled = on;

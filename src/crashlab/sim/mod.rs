@@ -119,6 +119,9 @@ struct State {
     dir_pending: BTreeMap<PathBuf, Vec<DirOp>>,
     dirs: BTreeSet<PathBuf>,
     faults: FaultConfig,
+    /// The sector the device reports (`FileSystem::sector_size`): 512
+    /// unless the crash laboratory sets its `--sector-size`.
+    sector_size: u32,
     trace: Vec<TraceOp>,
     trace_enabled: bool,
     op_count: u64,
@@ -140,6 +143,7 @@ impl State {
             dir_pending: BTreeMap::new(),
             dirs: BTreeSet::new(),
             faults: FaultConfig::default(),
+            sector_size: 512,
             trace: Vec::new(),
             trace_enabled: true,
             op_count: 0,
@@ -543,5 +547,9 @@ impl FileSystem for SimFileSystem {
         self.call(trace_op(TraceKind::ListDir, dir), None, |st| {
             st.list_dir(dir)
         })
+    }
+
+    fn sector_size(&self, _path: &Path) -> Option<u32> {
+        Some(self.shared.state.lock().sector_size)
     }
 }

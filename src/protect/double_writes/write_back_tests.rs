@@ -100,7 +100,7 @@ impl FileSystem for PiecesFail {
         })
     }
     crate::forward_file_system_methods!(0: rename, remove, sync_dir, create_dir_all, exists,
-        list_dir);
+        list_dir, sector_size);
 }
 
 #[test]

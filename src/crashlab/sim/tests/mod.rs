@@ -24,6 +24,8 @@ mod engine;
 mod faults;
 /// Seeds, images and traces: a crash replays exactly.
 mod replay;
+/// 4 KB-sector devices: the WAL pads to the device's sector.
+mod sector_4k;
 /// A data file ending inside its last page after a crash.
 mod short_page;
 
