@@ -131,7 +131,7 @@ impl CheckingFile {
 }
 
 impl File for CheckingFile {
-    untorn::forward_file_methods!(inner: path, kind, read_at, writeback_hint, allocate, set_len, len);
+    untorn::forward_file_methods!(inner: path, kind, read_at, writeback_hint, allocate, set_len, len, try_lock);
 
     fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
         self.check_and_record(buf, offset);

@@ -9,6 +9,9 @@
 //!   [`Error::FsyncFailed`](crate::Error::FsyncFailed) and from then on
 //!   refuses every write and sync with `Error::Poisoned`: a second fsync must
 //!   never report success over writes the kernel already dropped.
+//! - A file can be locked as a whole ([`File::try_lock`]); the lock
+//!   belongs to that open file and goes when it closes, or when its
+//!   process dies.
 //! - Implementations: [`posix::PosixFileSystem`] (libc pread/pwrite, so strace
 //!   and LD_PRELOAD recorders see every call). The crash laboratory's
 //!   simulated file system (`crashlab::sim`) and the benchmark laboratory's
@@ -74,14 +77,17 @@ pub enum FileKind {
     Wal,
     DoubleWrite,
     Control,
+    /// A directory's lock file (`untorn.lock`).
+    Lock,
 }
 
 impl FileKind {
-    pub const ALL: [FileKind; 4] = [
+    pub const ALL: [FileKind; 5] = [
         FileKind::Data,
         FileKind::Wal,
         FileKind::DoubleWrite,
         FileKind::Control,
+        FileKind::Lock,
     ];
     pub fn index(self) -> usize {
         self as usize
@@ -92,6 +98,7 @@ impl FileKind {
             FileKind::Wal => "wal",
             FileKind::DoubleWrite => "double_write",
             FileKind::Control => "control",
+            FileKind::Lock => "lock",
         }
     }
 }
@@ -134,6 +141,15 @@ impl OpenOptions {
     }
 }
 
+/// A lock on a whole file ([`File::try_lock`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockMode {
+    /// Any number of holders, while nobody holds it exclusively.
+    Shared,
+    /// One holder, and no shared ones.
+    Exclusive,
+}
+
 /// An open file. All offsets are absolute (pread/pwrite); a file may be
 /// shared between threads.
 pub trait File: Send + Sync {
@@ -170,6 +186,13 @@ pub trait File: Send + Sync {
     fn set_len(&self, len: u64, who: Issuer) -> Result<()>;
     /// The file's current length.
     fn len(&self) -> Result<u64>;
+    /// Locks the whole file without waiting: true if taken, false if
+    /// another open file holds a lock in the way, in this process or
+    /// another. The lock belongs to this open file, not to the process:
+    /// it goes when this handle is dropped (closed), or when its process
+    /// dies or the machine loses power. Asking again in the other mode
+    /// converts the lock held. Exclusive needs a handle opened for writing.
+    fn try_lock(&self, mode: LockMode) -> Result<bool>;
 
     /// True if the file is empty.
     fn is_empty(&self) -> Result<bool> {
@@ -271,6 +294,11 @@ macro_rules! forward_file_methods {
     (@one $inner:ident len) => {
         fn len(&self) -> $crate::Result<u64> {
             self.$inner.len()
+        }
+    };
+    (@one $inner:ident try_lock) => {
+        fn try_lock(&self, mode: $crate::file::LockMode) -> $crate::Result<bool> {
+            self.$inner.try_lock(mode)
         }
     };
 }

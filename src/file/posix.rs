@@ -1,7 +1,7 @@
 //! The real file layer: POSIX calls through libc (std::fs and the `libc`
 //! crate), so strace and LD_PRELOAD-based recorders see every write and fsync.
 
-use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
+use super::{File, FileKind, FileSystem, Issuer, LockMode, OpenOptions};
 use crate::error::{Error, Result};
 use crate::file::{IoOp, IoStats};
 use parking_lot::Mutex;
@@ -280,6 +280,35 @@ impl File for PosixFile {
             .map(|m| m.len())
             .map_err(|e| Error::io(&self.path, "fstat", e))
     }
+
+    fn try_lock(&self, mode: LockMode) -> Result<bool> {
+        // An open file description lock (F_OFD_SETLK): like flock, it
+        // belongs to this open file, so a second opening in this process
+        // conflicts too, and the kernel drops it when the last descriptor
+        // closes, at exit or SIGKILL included. Unlike flock, which NFS
+        // turns into a lock of the process, it stays per open file there.
+        // SAFETY: a plain C struct, for which all zeros is a valid value.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = match mode {
+            LockMode::Shared => libc::F_RDLCK,
+            LockMode::Exclusive => libc::F_WRLCK,
+        } as libc::c_short;
+        // l_start 0 and l_len 0 from SEEK_SET: the whole file, however long.
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        loop {
+            // SAFETY: an fd we own and a flock struct that outlives the call.
+            let rc = unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+            if rc == 0 {
+                return Ok(true);
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EACCES) => return Ok(false),
+                Some(libc::EINTR) => continue,
+                _ => return Err(Error::io(&self.path, "fcntl(F_OFD_SETLK)", e)),
+            }
+        }
+    }
 }
 
 impl FileSystem for PosixFileSystem {
@@ -427,5 +456,43 @@ mod tests {
             .unwrap_err()
             .is_fatal());
         assert!(other.sync_all(Issuer::Checkpointer).unwrap_err().is_fatal());
+    }
+
+    /// The lock belongs to the open file: a second opening of the same
+    /// file in this very process is refused, as one in another process
+    /// would be, and closing the first frees it.
+    #[test]
+    fn a_lock_belongs_to_its_open_file_even_within_one_process() {
+        let fs = PosixFileSystem::default();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let open = || {
+            fs.open(&path, FileKind::Lock, OpenOptions::create())
+                .unwrap()
+        };
+        let (a, b) = (open(), open());
+        assert!(a.try_lock(LockMode::Exclusive).unwrap());
+        assert!(a.try_lock(LockMode::Exclusive).unwrap(), "again: kept");
+        assert!(!b.try_lock(LockMode::Exclusive).unwrap());
+        assert!(!b.try_lock(LockMode::Shared).unwrap());
+        // Converted to shared, a shares it with others.
+        assert!(a.try_lock(LockMode::Shared).unwrap());
+        assert!(b.try_lock(LockMode::Shared).unwrap());
+        assert!(!a.try_lock(LockMode::Exclusive).unwrap());
+        drop(b);
+        assert!(a.try_lock(LockMode::Exclusive).unwrap());
+        // Read-only handles take shared locks only (F_RDLCK needs read
+        // access, F_WRLCK write access).
+        let reader = fs
+            .open(&path, FileKind::Lock, OpenOptions::read_only())
+            .unwrap();
+        assert!(!reader.try_lock(LockMode::Shared).unwrap());
+        drop(a);
+        assert!(reader.try_lock(LockMode::Shared).unwrap());
+        assert!(reader.try_lock(LockMode::Exclusive).is_err());
+        let c = open();
+        assert!(!c.try_lock(LockMode::Exclusive).unwrap());
+        drop(reader);
+        assert!(c.try_lock(LockMode::Exclusive).unwrap());
     }
 }

@@ -118,7 +118,7 @@ impl UndoFile {
 }
 
 impl File for UndoFile {
-    untorn::forward_file_methods!(inner: path, kind, read_at, writeback_hint, len);
+    untorn::forward_file_methods!(inner: path, kind, read_at, writeback_hint, len, try_lock);
 
     fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
         self.save(offset, buf.len() as u64)?;

@@ -407,13 +407,13 @@ impl SimFileSystem {
     }
 
     /// The process dies but the machine does not (kill -9): its handles
-    /// close, and nothing else changes. Unsynced writes and directory
+    /// close, releasing their locks, and nothing else changes. Unsynced writes and directory
     /// operations stay pending in the page cache, readable by the next
     /// process and still lost or torn by a later crash.
     pub fn process_crash(&self) {
         let mut guard = self.shared.state.lock();
         let st = &mut *guard;
-        st.generation += 1;
+        st.next_generation();
         st.faults.power_cut_after = None;
         let inos: Vec<u64> = st.inodes.keys().copied().collect();
         for ino in inos {
@@ -431,6 +431,7 @@ impl SimFileSystem {
     pub fn fork(&self) -> Self {
         let mut st = self.shared.state.lock().clone();
         st.inodes.values_mut().for_each(|i| i.handles = 0);
+        st.locks.clear();
         Self::with_state(st, self.shared.stats.clone())
     }
 
@@ -448,7 +449,7 @@ impl SimFileSystem {
 
     /// Loses power: builds a new durable state from the pending operations
     /// and `seed` (see the rules above), makes the live state equal to it,
-    /// and makes every open handle stale. The same state and seed give the
+    /// and makes every open handle stale, releasing every lock. The same state and seed give the
     /// same image.
     pub fn crash(&self, seed: u64, cfg: &CrashConfig) -> CrashReport {
         cfg.validate();
@@ -501,7 +502,7 @@ impl SimFileSystem {
         }
         st.faults.power_cut_after = None;
         st.live_ns = st.durable_ns.clone();
-        st.generation += 1;
+        st.next_generation();
         assert_eq!(st.inodes.len(), names.len());
         let op = TraceOp {
             note: Some(format!("seed {seed}")),

@@ -84,6 +84,8 @@ pub enum TraceKind {
     CreateDir,
     Exists,
     ListDir,
+    /// `File::try_lock`; the note says the mode, and whether it was refused.
+    Lock,
     FlipBit,
     Crash,
     ProcessCrash,

@@ -21,6 +21,8 @@
 //!   the pending operations and one seed, then makes the live state equal to
 //!   it. Handles opened before a crash fail with ESTALE from then on, so a
 //!   `Database` dropped after the crash cannot write into the surviving image.
+//! - Locks (locks.rs): a table of whole-file locks per handle, as the
+//!   kernel keeps OFD locks; a crash releases them all.
 //! - Faults ([`FaultConfig`], faults.rs) are switches that may be set at any time.
 //!   Unlike the POSIX layer the simulation never poisons itself after a
 //!   failed fsync: stopping is the engine's job, and the laboratory checks it.
@@ -31,7 +33,7 @@
 //! (no failed fsync or lost write since the last crash) has live == durable.
 
 use crate::error::{Error, Result};
-use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
+use crate::file::{File, FileKind, FileSystem, Issuer, LockMode, OpenOptions};
 use crate::file::{IoOp, IoStats};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,6 +43,7 @@ use std::sync::Arc;
 mod crash;
 mod dirs;
 mod faults;
+mod locks;
 pub use crash::{CrashConfig, CrashReport, DamagedUnit, SimImage, TornWrite};
 use dirs::DirOp;
 use faults::trace_op;
@@ -127,6 +130,10 @@ struct State {
     op_count: u64,
     /// Bumped by every crash; handles of older generations are stale.
     generation: u64,
+    /// Inode -> the handles locking it (locks.rs).
+    locks: BTreeMap<u64, locks::SimLock>,
+    /// The number the next handle gets.
+    next_handle: u64,
 }
 
 fn os_error(path: &Path, op: &'static str, code: i32) -> Error {
@@ -148,6 +155,8 @@ impl State {
             trace_enabled: true,
             op_count: 0,
             generation: 0,
+            locks: BTreeMap::new(),
+            next_handle: 0,
         }
     }
 
@@ -313,6 +322,11 @@ impl SimFileSystem {
         Some(st.inodes[ino].durable.clone())
     }
 
+    /// Files locked now (by any handle, in any mode).
+    pub fn locked_files(&self) -> usize {
+        self.shared.state.lock().locks.len()
+    }
+
     /// Pending file operations (writes and size changes) and directory
     /// operations: what a crash may lose.
     pub fn pending_ops(&self) -> (usize, usize) {
@@ -340,6 +354,8 @@ impl SimFileSystem {
 struct SimFile {
     shared: Arc<Shared>,
     ino: u64,
+    /// This handle's number, unique in its file system: what holds a lock.
+    handle: u64,
     path: PathBuf,
     kind: FileKind,
     read_only: bool,
@@ -353,6 +369,7 @@ impl Drop for SimFile {
         if st.generation != self.generation {
             return;
         }
+        st.unlock(self.ino, self.handle);
         let inode = st
             .inodes
             .get_mut(&self.ino)
@@ -475,6 +492,15 @@ impl File for SimFile {
             st.inode_of(self, false).map(|i| i.live.len() as u64)
         })
     }
+
+    fn try_lock(&self, mode: LockMode) -> Result<bool> {
+        self.call(TraceKind::Lock, (0, 0), None, |st, t| {
+            let taken = st.try_lock(self, mode)?;
+            let refused = if taken { "" } else { ", refused" };
+            t.note = Some(format!("{mode:?}{refused}"));
+            Ok(taken)
+        })
+    }
 }
 
 impl FileSystem for SimFileSystem {
@@ -490,9 +516,11 @@ impl FileSystem for SimFileSystem {
                 .get_mut(&ino)
                 .expect("an opened file has its inode")
                 .handles += 1;
+            st.next_handle += 1;
             Ok(Arc::new(SimFile {
                 shared: self.shared.clone(),
                 ino,
+                handle: st.next_handle,
                 path: path.to_path_buf(),
                 kind,
                 read_only: opts.read_only,

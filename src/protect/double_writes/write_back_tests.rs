@@ -76,7 +76,7 @@ struct PieceFailingFile {
 
 impl File for PieceFailingFile {
     crate::forward_file_methods!(inner: path, kind, read_at, write_at, write_vectored_at,
-        sync_all, sync_data, writeback_hint, allocate, set_len, len);
+        sync_all, sync_data, writeback_hint, allocate, set_len, len, try_lock);
 
     fn write_back_and_wait(&self, _offset: u64, _len: u64, _who: Issuer) -> Result<()> {
         Err(crate::Error::FsyncFailed {

@@ -22,6 +22,8 @@ mod engine;
 /// Injected faults: fsync EIO, ENOSPC, bad sectors, misdirected and lost
 /// writes, bit flips, power cuts.
 mod faults;
+/// File locks: per handle, released by a drop, a crash or a process death.
+mod locks;
 /// Seeds, images and traces: a crash replays exactly.
 mod replay;
 /// 4 KB-sector devices: the WAL pads to the device's sector.
