@@ -273,21 +273,28 @@ impl ControlFile {
         })
     }
 
-    /// Reads the control file of the database in `dir`.
-    pub fn read(fs: &dyn FileSystem, dir: &Path, who: Issuer) -> Result<ControlFile> {
-        let path = Self::path(dir);
+    /// Refuses a directory that does not exist or has no control file,
+    /// as [`ControlFile::read`] does, without reading anything.
+    pub fn check_present(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
         if !fs.exists(dir) {
             return Err(Error::NotADatabase {
                 path: dir.to_path_buf(),
                 detail: "the directory does not exist".into(),
             });
         }
-        if !fs.exists(&path) {
+        if !fs.exists(&Self::path(dir)) {
             return Err(Error::NotADatabase {
                 path: dir.to_path_buf(),
                 detail: format!("it has no {CONTROL_FILE_NAME}"),
             });
         }
+        Ok(())
+    }
+
+    /// Reads the control file of the database in `dir`.
+    pub fn read(fs: &dyn FileSystem, dir: &Path, who: Issuer) -> Result<ControlFile> {
+        Self::check_present(fs, dir)?;
+        let path = Self::path(dir);
         let file = fs.open(&path, FileKind::Control, OpenOptions::read_only())?;
         let len = file.len()? as usize;
         let mut buf = vec![0u8; len.min(CONTROL_FILE_SIZE + 1)];

@@ -8,8 +8,8 @@ use crate::buffer::BufferPool;
 use crate::checkpoint::CheckpointState;
 use crate::control::ControlFile;
 use crate::error::{Error, Result};
-use crate::file::FileSystem;
 use crate::file::IoStats;
+use crate::file::{DirLock, FileSystem};
 use crate::options::Options;
 use crate::protect::double_writes::DoubleWriteStats;
 use crate::settings::{CreationSettings, TornPageProtection};
@@ -56,6 +56,9 @@ pub(crate) struct Engine {
     poisoned: Mutex<Option<String>>,
     /// Tells the background threads to end.
     pub(crate) stop: AtomicBool,
+    /// The directory's exclusive lock: held while anything (a shared
+    /// transaction included) can still reach this engine's files.
+    _dir_lock: DirLock,
 }
 
 impl Engine {
@@ -71,6 +74,7 @@ impl Engine {
         double_write_stats: Arc<DoubleWriteStats>,
         next_xid: u64,
         next_file_id: u32,
+        dir_lock: DirLock,
     ) -> Engine {
         let checkpoint = CheckpointState::starting_at(control.redo_lsn, options.clock.now());
         Engine {
@@ -95,6 +99,7 @@ impl Engine {
             dropped: RwLock::new(HashSet::new()),
             poisoned: Mutex::new(None),
             stop: AtomicBool::new(false),
+            _dir_lock: dir_lock,
         }
     }
 

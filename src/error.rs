@@ -88,6 +88,18 @@ pub enum Error {
     #[error("{path} is not an untorn database: {detail}")]
     NotADatabase { path: PathBuf, detail: String },
 
+    /// Another opening (in this process or another), or a tool reading it,
+    /// holds the database directory's lock file (`untorn.lock`): two
+    /// openings would write over each other's WAL.
+    #[error("database directory {dir} is in use by {holder}, which holds the lock on {lock_file}; stop it or wait for it to end")]
+    InUse {
+        dir: PathBuf,
+        lock_file: PathBuf,
+        /// The holder's PID as the lock file names it (none for tools).
+        pid: Option<u32>,
+        holder: String,
+    },
+
     /// The directory already holds a database.
     #[error("{path} already holds a database")]
     AlreadyExists { path: PathBuf },

@@ -2,13 +2,16 @@
 //!
 //! Layout of a database directory (docs/FORMAT.md):
 //! - `untorn.control`: the control file;
+//! - `untorn.lock`: the lock file, which an opening holds locked
+//!   ([`DirLock`]);
 //! - `wal/`: WAL segment files;
 //! - `data/`: data files, one per table, in segments (`N`, `N.1`, ...).
 
 use crate::checkpoint::record::{log_checkpoint, CheckpointInfo};
 use crate::control::ControlFile;
 use crate::error::{Error, Result};
-use crate::file::{FileSystem, Issuer};
+use crate::file::lock::LOCK_FILE_NAME;
+use crate::file::{DirLock, FileSystem, Issuer};
 use crate::settings::{CreationSettings, RequestedCreationSettings};
 use crate::wal::{Wal, WalConfig};
 use std::path::Path;
@@ -39,25 +42,41 @@ fn new_system_id() -> u64 {
     (secs << 32) | (rand::random::<u32>() as u64)
 }
 
-/// Creates a new database in `dir` (which must not exist or be empty) and
-/// returns its control file. The WAL starts with a shutdown checkpoint.
-pub fn create(
-    fs: &Arc<dyn FileSystem>,
-    dir: &Path,
-    settings: CreationSettings,
-) -> Result<ControlFile> {
-    settings.validate()?;
+/// Refuses a directory that holds a database or anything else but a lock
+/// file.
+fn refuse_used(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
     if fs.exists(&ControlFile::path(dir)) {
         return Err(Error::AlreadyExists {
             path: dir.to_path_buf(),
         });
     }
-    if fs.exists(dir) && !fs.list_dir(dir)?.is_empty() {
+    let in_use = |p: &std::path::PathBuf| p.file_name() != Some(LOCK_FILE_NAME.as_ref());
+    if fs.exists(dir) && fs.list_dir(dir)?.iter().any(in_use) {
         return Err(Error::Invalid(format!(
             "{} exists and is not empty; choose a new or empty directory",
             dir.display()
         )));
     }
+    Ok(())
+}
+
+/// Creates a new database in `dir` (which must not exist or be empty) and
+/// returns its control file, and the directory's lock, held throughout,
+/// for the opening that follows to keep. The WAL starts with a shutdown
+/// checkpoint.
+pub fn create(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    settings: CreationSettings,
+) -> Result<(ControlFile, DirLock)> {
+    settings.validate()?;
+    // First without the lock, so that a refused directory is left
+    // without a lock file; then again under it: another creator may have
+    // been first.
+    refuse_used(fs.as_ref(), dir)?;
+    fs.create_dir_all(dir)?;
+    let lock = DirLock::exclusive(fs.as_ref(), dir)?;
+    refuse_used(fs.as_ref(), dir)?;
     fs.create_dir_all(&dir.join(WAL_DIR))?;
     fs.create_dir_all(&dir.join(DATA_DIR))?;
     let mut control = ControlFile::new(settings, new_system_id());
@@ -77,7 +96,28 @@ pub fn create(
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs.sync_dir(parent, Issuer::Tool)?;
     }
-    Ok(control)
+    Ok((control, lock))
+}
+
+/// The exclusive lock an opening of the database in `dir` holds for its
+/// life. A directory without a database is refused as
+/// [`ControlFile::read`] refuses it, and no lock file is left in it;
+/// one that another opening or a tool holds, with [`Error::InUse`].
+pub fn lock_for_opening(fs: &dyn FileSystem, dir: &Path) -> Result<DirLock> {
+    ControlFile::check_present(fs, dir)?;
+    DirLock::exclusive(fs, dir)
+}
+
+/// The shared lock a tool that only reads the database in `dir` holds
+/// while it reads: refused with [`Error::InUse`] while an opening holds
+/// the directory. `None` where there is no database (the tool's own read
+/// of the control file names what is missing) or no lock file can be had
+/// ([`DirLock::shared`]).
+pub fn lock_for_reading(fs: &dyn FileSystem, dir: &Path) -> Result<Option<DirLock>> {
+    if ControlFile::check_present(fs, dir).is_err() {
+        return Ok(None);
+    }
+    DirLock::shared(fs, dir)
 }
 
 /// Reads the control file of an existing database and checks the requested

@@ -52,7 +52,8 @@ pub struct Database {
 
 impl Database {
     /// Creates a new database in `dir` (which must not exist or be empty)
-    /// and opens it.
+    /// and opens it. Like [`Database::open`], it holds the directory's
+    /// lock until dropped.
     pub fn create(dir: &Path, options: Options) -> Result<Database> {
         let io_stats = Arc::new(IoStats::default());
         let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::new(io_stats.clone()));
@@ -72,12 +73,16 @@ impl Database {
                 .sector_size(dir)
                 .unwrap_or(crate::settings::SAFE_SECTOR_SIZE);
         }
-        directory::create(&fs, dir, settings)?;
-        Self::open_with(fs, io_stats, dir, options)
+        let (_, lock) = directory::create(&fs, dir, settings)?;
+        startup::open(fs, io_stats, dir, options, lock)
     }
 
     /// Opens an existing database, recovering it if it was not shut down
     /// cleanly. Creation settings given in `options` must match it.
+    /// The opening holds the directory's lock (`untorn.lock`) until the
+    /// database is closed or dropped: a second opening of the directory,
+    /// in this process or another, is refused with
+    /// [`Error::InUse`] naming the holder.
     pub fn open(dir: &Path, options: Options) -> Result<Database> {
         let io_stats = Arc::new(IoStats::default());
         let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::new(io_stats.clone()));
@@ -92,7 +97,8 @@ impl Database {
         dir: &Path,
         options: Options,
     ) -> Result<Database> {
-        startup::open(fs, io_stats, dir, options)
+        let lock = directory::lock_for_opening(fs.as_ref(), dir)?;
+        startup::open(fs, io_stats, dir, options, lock)
     }
 
     /// The settings of this database, with the torn-page protection in

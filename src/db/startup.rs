@@ -1,5 +1,8 @@
 //! Opening a database, in this order (each step relies on the ones before):
 //!
+//! 0. (The caller) take the directory's exclusive lock (`untorn.lock`,
+//!    [`DirLock`]), refused while another opening holds it; the engine
+//!    keeps it until it is dropped.
 //! 1. Read the control file; refuse settings that contradict it or that
 //!    this build cannot honour (`directory::open_control`). Load the
 //!    statistics saved at the last clean shutdown (none after a crash).
@@ -39,7 +42,7 @@ use crate::control::{ControlFile, DbState};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::file::IoStats;
-use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};
+use crate::file::{DirLock, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::options::Options;
 use crate::protect::double_writes::DoubleWriteStats;
 use crate::recovery;
@@ -50,13 +53,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Opens (and recovers) the database in `dir` on `fs`; see the module doc
-/// for the order.
+/// Opens (and recovers) the database in `dir` on `fs`, under `lock`; see
+/// the module doc for the order.
 pub(super) fn open(
     fs: Arc<dyn FileSystem>,
     io_stats: Arc<IoStats>,
     dir: &Path,
     options: Options,
+    lock: DirLock,
 ) -> Result<Database> {
     // 1.
     options.validate()?;
@@ -165,6 +169,7 @@ pub(super) fn open(
         double_write_stats,
         next_xid,
         next_file_id,
+        lock,
     ));
     if needs_catalog {
         let tree = Tree::new(&engine.pool, CATALOG_FILE_ID);

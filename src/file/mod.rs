@@ -11,19 +11,22 @@
 //!   never report success over writes the kernel already dropped.
 //! - A file can be locked as a whole ([`File::try_lock`]); the lock
 //!   belongs to that open file and goes when it closes, or when its
-//!   process dies.
+//!   process dies. [`lock::DirLock`] keeps a database directory to one
+//!   opening with it (`untorn.lock`).
 //! - Implementations: [`posix::PosixFileSystem`] (libc pread/pwrite, so strace
 //!   and LD_PRELOAD recorders see every call). The crash laboratory's
 //!   simulated file system (`crashlab::sim`) and the benchmark laboratory's
 //!   device model stand in behind the same traits, outside this module.
 
 mod io_stats;
+pub mod lock;
 pub mod posix;
 pub mod sector;
 pub mod segmented;
 
 use crate::error::Result;
 pub use io_stats::{IoOp, IoStats};
+pub use lock::DirLock;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

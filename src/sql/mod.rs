@@ -41,6 +41,7 @@ pub(crate) fn engine_err(e: Error) -> SqlError {
         Error::Deadlock { .. } => codes::DEADLOCK_DETECTED,
         Error::DuplicateKey { .. } => codes::UNIQUE_VIOLATION,
         Error::NoSuchTable(_) => codes::UNDEFINED_TABLE,
+        Error::InUse { .. } => codes::OBJECT_IN_USE,
         Error::TooLarge { .. } | Error::CommitTooLarge { .. } | Error::WriteSetFull { .. } => {
             codes::PROGRAM_LIMIT_EXCEEDED
         }
@@ -50,4 +51,24 @@ pub(crate) fn engine_err(e: Error) -> SqlError {
         _ => codes::INTERNAL_ERROR,
     };
     SqlError::new(code, e.to_string())
+}
+
+#[cfg(test)]
+mod engine_err_tests {
+    use super::*;
+
+    /// A database open elsewhere is PostgreSQL's "object in use", as for
+    /// a database other sessions are using.
+    #[test]
+    fn a_directory_in_use_is_55006() {
+        let e = Error::InUse {
+            dir: "/x".into(),
+            lock_file: "/x/untorn.lock".into(),
+            pid: Some(1234),
+            holder: "process 1234".into(),
+        };
+        let sql = engine_err(e);
+        assert_eq!(sql.code, codes::OBJECT_IN_USE);
+        assert!(sql.message.contains("in use by process 1234"), "{sql}");
+    }
 }

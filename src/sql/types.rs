@@ -204,6 +204,7 @@ pub mod codes {
     pub const SERIALIZATION_FAILURE: &str = "40001";
     pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
     pub const DISK_FULL: &str = "53100";
+    pub const OBJECT_IN_USE: &str = "55006";
     pub const IO_ERROR: &str = "58030";
     pub const DATA_CORRUPTED: &str = "XX001";
     pub const INTERNAL_ERROR: &str = "XX000";

@@ -10,7 +10,8 @@ use std::fs::OpenOptions;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 use untorn::{key_u64, Database, Table};
 
 /// The outcome of one run of the binary, printed in full on any failure.
@@ -144,6 +145,43 @@ pub fn untorn_on(command: &str, dir: &Path, flags: &[&str]) -> Run {
     let mut args = vec![OsStr::new(command), dir.as_os_str()];
     args.extend(flags.iter().map(OsStr::new));
     untorn(args)
+}
+
+/// `untorn serve DIR` on a free loopback port, not yet started.
+pub fn serve_command(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_untorn"));
+    c.arg("serve")
+        .arg(dir)
+        .args(["--listen", "127.0.0.1:0", "--buffer-pool", "32MB"]);
+    c
+}
+
+/// `untorn serve DIR`, which must end by itself: refused. A server that
+/// was let in would serve forever, so it is killed after a minute and the
+/// test fails, showing what it printed.
+pub fn serve_expecting_refusal(dir: &Path) -> Run {
+    let mut child = serve_command(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start untorn serve");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let still_running = child.try_wait().unwrap().is_none();
+    if still_running {
+        child.kill().unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let run = Run {
+        what: format!("untorn serve {}", dir.display()),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(!still_running, "not refused: it served\n{}", run.context());
+    run
 }
 
 pub fn row(i: u64) -> Vec<u8> {

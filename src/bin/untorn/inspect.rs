@@ -3,9 +3,12 @@
 use std::path::Path;
 use std::process::ExitCode;
 use untorn::control::ControlFile;
+use untorn::db::directory::lock_for_reading;
 use untorn::file::{FileSystem, Issuer};
 
 pub fn run(fs: &dyn FileSystem, dir: &Path, json: bool) -> untorn::Result<ExitCode> {
+    // Held while it reads: refused while an opening holds the directory.
+    let _lock = lock_for_reading(fs, dir)?;
     let c = ControlFile::read(fs, dir, Issuer::Tool)?;
     if json {
         let text =

@@ -89,7 +89,7 @@ enum Command {
     /// agree; sysbench: rows well formed, the k index matches the table).
     /// A database found shut down is closed again; one found crashed is
     /// left unclosed. Exit status 0 if all hold, 1 if a check fails, 3 if
-    /// the database cannot be opened.
+    /// the database cannot be opened (or is open elsewhere).
     Check(check::CheckArgs),
     /// Page checksum throughput per core: fnv, crc32c and a plain copy.
     BenchChecksums {
@@ -194,7 +194,7 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
     match cli.command {
         Command::Init { dir, settings } => {
             let settings = settings.to_requested()?.or_defaults();
-            let control = untorn::db::directory::create(&posix(), &dir, settings)?;
+            let (control, _lock) = untorn::db::directory::create(&posix(), &dir, settings)?;
             println!(
                 "created database {} (page size {}, WAL block size {}, checksums {}, protection {})",
                 dir.display(),

@@ -1,13 +1,14 @@
 //! `untorn stats`: the statistics saved at a database's last clean
 //! shutdown, in tables like PostgreSQL's pg_stat views, or as JSON. Reads
-//! the files only (the database is not opened), so it works on a database
-//! nobody has open.
+//! the files only (the database is not opened), under the directory's
+//! shared lock: refused while an opening holds the database.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table as Grid};
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
 use untorn::control::{ControlFile, DbState};
+use untorn::db::directory::lock_for_reading;
 use untorn::file::{FileSystem, Issuer};
 use untorn::stats::{read_saved, stats_path, up_to_date, SavedStatistics, Statistics};
 
@@ -17,13 +18,15 @@ struct Output<'a> {
     /// The control file's state (`shut_down`, `in_production`, ...).
     database_state: DbState,
     /// False when the figures stop at an earlier clean shutdown (the
-    /// database crashed, is open, or its last close could not save them).
+    /// database crashed, or its last close could not save them).
     up_to_date: bool,
     #[serde(flatten)]
     saved: &'a SavedStatistics,
 }
 
 pub fn run(fs: &dyn FileSystem, dir: &Path, json: bool) -> untorn::Result<ExitCode> {
+    // Held while it reads: refused while an opening holds the directory.
+    let _lock = lock_for_reading(fs, dir)?;
     let control = ControlFile::read(fs, dir, Issuer::Tool)?;
     let saved = read_saved(fs, dir)?.ok_or_else(|| {
         untorn::Error::Invalid(format!(

@@ -2,9 +2,13 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use untorn::db::directory::lock_for_reading;
 use untorn::file::FileSystem;
 
 pub fn run(fs: &dyn FileSystem, dir: &Path, json: bool) -> untorn::Result<ExitCode> {
+    // Held while it reads: an opening writing pages meanwhile would show
+    // torn ones that are not.
+    let _lock = lock_for_reading(fs, dir)?;
     let report = untorn::verify::verify_database(fs, dir)?;
     if json {
         let text = serde_json::to_string_pretty(&report)

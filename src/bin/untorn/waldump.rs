@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use untorn::control::ControlFile;
-use untorn::db::directory::{wal_config, WAL_DIR};
+use untorn::db::directory::{lock_for_reading, wal_config, WAL_DIR};
 use untorn::file::{FileSystem, Issuer};
 use untorn::wal::{first_segment_start, ImageCompression, ReadRecord, WalReader};
 use untorn::{Error, Lsn};
@@ -25,6 +25,8 @@ pub fn run(
     stats: bool,
     limit: Option<u64>,
 ) -> untorn::Result<ExitCode> {
+    // Held while it reads: an opening could recycle a segment under it.
+    let _lock = lock_for_reading(fs.as_ref(), dir)?;
     let control = ControlFile::read(fs.as_ref(), dir, Issuer::Tool)?;
     let cfg = wal_config(&control);
     let page_size = control.settings.page_size as usize;

@@ -1,6 +1,7 @@
 use super::*;
 use crate::crashlab::sim::TraceKind;
 use crate::file::LockMode::{Exclusive, Shared};
+use crate::{Database, Options};
 
 fn lock_file(fs: &SimFileSystem, opts: OpenOptions) -> Arc<dyn File> {
     fs.create_dir_all(dir()).unwrap();
@@ -76,4 +77,44 @@ fn a_fork_holds_no_locks() {
         .try_lock(Exclusive)
         .unwrap());
     assert_eq!(fs.locked_files(), 1);
+}
+
+fn in_use_pid(e: Error) -> Option<u32> {
+    match e {
+        Error::InUse { pid, .. } => pid,
+        other => panic!("not InUse: {other}"),
+    }
+}
+
+/// The engine on the simulation: a second opening is refused while the
+/// first lives, the lock goes with a drop or a crash, and a restart after
+/// a crash is not refused even while the crashed opening is still held.
+#[test]
+fn a_database_on_the_simulation_is_opened_once_at_a_time() {
+    let stats = Arc::new(IoStats::default());
+    let fs = new_fs();
+    let sim = || -> Arc<dyn FileSystem> { Arc::new(fs.clone()) };
+    let db_dir = Path::new("/sim/db");
+    let open = || Database::open_with(sim(), stats.clone(), db_dir, Options::default());
+    let db = Database::create_with(sim(), stats.clone(), db_dir, Options::default()).unwrap();
+    let refused = open().err().expect("a second opening is refused");
+    assert_eq!(in_use_pid(refused), Some(std::process::id()));
+    db.close().unwrap();
+    let db = open().unwrap();
+    assert_eq!(fs.locked_files(), 1);
+    fs.crash(7, &CrashConfig::default());
+    let reopened = open().unwrap();
+    drop(db);
+    assert!(
+        open().is_err(),
+        "the crashed opening's drop released nothing"
+    );
+    drop(reopened);
+    assert_eq!(fs.locked_files(), 0);
+    let table = open().unwrap().create_table("t");
+    assert!(table.is_ok());
+    // No lock file is left where no database is.
+    let e = Database::open_with(sim(), stats, Path::new("/sim/none"), Options::default());
+    assert!(matches!(e, Err(Error::NotADatabase { .. })));
+    assert!(!fs.exists(Path::new("/sim/none/untorn.lock")));
 }
