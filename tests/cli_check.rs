@@ -147,6 +147,30 @@ fn check_names_a_damaged_page_and_a_database_it_cannot_open() {
     check(&dir, &["--workload", "tpcc"]).expect_refused(&["tpcc"]);
 }
 
+/// `untorn serve` opens the SQL layer too, reading its catalog: a
+/// database whose catalog it refuses is one that check must fail, as not
+/// opened, whatever verify and the (absent) workload say.
+#[test]
+fn check_fails_a_database_that_serve_cannot_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = Database::create(&dir, Options::default()).unwrap();
+    let catalog = db.create_table("sql.catalog").unwrap();
+    let mut tx = db.begin();
+    tx.insert(&catalog, b"t", b"not a table definition")
+        .unwrap();
+    tx.commit().unwrap();
+    db.close().unwrap();
+    let run = check(&dir, &[]);
+    run.expect_code(3)
+        .expect_stderr("untorn: check: could not open")
+        .expect_stderr("the SQL catalog: malformed SQL catalog row");
+    assert!(!run.stdout.contains("check: ok"), "{}", run.context());
+    // Left shut down, as it was found.
+    untorn_on("inspect", &dir, &["--json"]).expect_json("/state", "shut_down");
+    common::serve_expecting_refusal(&dir).expect_refused(&["malformed SQL catalog row"]);
+}
+
 #[test]
 fn check_switches_torn_page_protection_when_asked() {
     let tmp = tempfile::tempdir().unwrap();

@@ -87,6 +87,7 @@ fn a_directory_a_server_holds_opens_nowhere_else_until_the_server_dies() {
     untorn_on("check", &dir, &[])
         .expect_code(0)
         .expect_stdout("open: recovered from")
+        .expect_stdout("open: SQL catalog read (0 tables)")
         .expect_stdout("check: ok");
     let second = Serve::start(&dir);
     let text = std::fs::read_to_string(&lock).unwrap();

@@ -89,24 +89,7 @@ impl Catalog {
             Ok(t) => t,
             Err(_) => db.create_table(CATALOG_TABLE).map_err(engine_err)?,
         };
-        let tx = db.begin();
-        let rows = tx.scan(&cat, &[0], None, usize::MAX).map_err(engine_err)?;
-        drop(tx);
-        let mut tables = HashMap::new();
-        let mut owned: HashSet<String> = HashSet::new();
-        owned.insert(CATALOG_TABLE.to_string());
-        for (_, v) in rows {
-            let def: TableDef = serde_json::from_slice(&v).map_err(|e| {
-                SqlError::new(
-                    codes::DATA_CORRUPTED,
-                    format!("malformed SQL catalog row: {e}"),
-                )
-            })?;
-            owned.insert(def.engine_table.clone());
-            owned.extend(def.indexes.iter().map(|i| i.engine_table.clone()));
-            let meta = Self::meta(db, def, None)?;
-            tables.insert(meta.def.name.clone(), Arc::new(meta));
-        }
+        let (tables, owned) = Self::load(db, &cat)?;
         let mut generation = 0;
         for t in db.tables() {
             if let Some(rest) = t.name.strip_prefix(RESERVED_PREFIX) {
@@ -124,6 +107,45 @@ impl Catalog {
             version: AtomicU64::new(1),
             generation: AtomicU64::new(generation + 1),
         })
+    }
+
+    /// Reads what [`Catalog::open`] reads, changing nothing: `None` if
+    /// the database has no SQL catalog, else how many SQL tables it names.
+    /// `untorn check` runs it, so that it fails a database that
+    /// `untorn serve` could not open.
+    pub fn check(db: &Database) -> Result<Option<usize>, SqlError> {
+        let Ok(cat) = db.table(CATALOG_TABLE) else {
+            return Ok(None);
+        };
+        Ok(Some(Self::load(db, &cat)?.0.len()))
+    }
+
+    /// Every catalog row's table, with its largest id read; and the engine
+    /// tables they own, the catalog's included.
+    #[allow(clippy::type_complexity)]
+    fn load(
+        db: &Database,
+        cat: &Table,
+    ) -> Result<(HashMap<String, Arc<TableMeta>>, HashSet<String>), SqlError> {
+        let tx = db.begin();
+        let rows = tx.scan(cat, &[0], None, usize::MAX).map_err(engine_err)?;
+        drop(tx);
+        let mut tables = HashMap::new();
+        let mut owned: HashSet<String> = HashSet::new();
+        owned.insert(CATALOG_TABLE.to_string());
+        for (_, v) in rows {
+            let def: TableDef = serde_json::from_slice(&v).map_err(|e| {
+                SqlError::new(
+                    codes::DATA_CORRUPTED,
+                    format!("malformed SQL catalog row: {e}"),
+                )
+            })?;
+            owned.insert(def.engine_table.clone());
+            owned.extend(def.indexes.iter().map(|i| i.engine_table.clone()));
+            let meta = Self::meta(db, def, None)?;
+            tables.insert(meta.def.name.clone(), Arc::new(meta));
+        }
+        Ok((tables, owned))
     }
 
     /// Builds a table's in-memory entry; `next_id` carries a counter over

@@ -45,6 +45,13 @@ impl SqlEngine {
         }))
     }
 
+    /// Reads what [`SqlEngine::open`] reads (the SQL catalog, and each
+    /// table's largest id), without creating or dropping anything: `None`
+    /// if `db` has no SQL catalog, else how many SQL tables it holds.
+    pub fn check_catalog(db: &Database) -> Result<Option<usize>, SqlError> {
+        Catalog::check(db)
+    }
+
     pub fn session(self: &Arc<Self>) -> Session {
         Session {
             engine: self.clone(),

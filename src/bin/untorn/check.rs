@@ -1,5 +1,6 @@
-//! `untorn check`: open a database (recovering it), verify every page, and
-//! check the invariants of the workload whose tables it holds.
+//! `untorn check`: open a database (recovering it, and reading its SQL
+//! catalog as `untorn serve` does), verify every page, and check the
+//! invariants of the workload whose tables it holds.
 
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -7,6 +8,7 @@ use std::process::ExitCode;
 use untorn::control::{ControlFile, DbState};
 use untorn::file::{FileSystem, Issuer};
 use untorn::lab::workload::check::CheckedWorkload;
+use untorn::sql::SqlEngine;
 use untorn::{Database, Options, TornPageProtection};
 
 /// A check failed: a page, an invariant, or a read while checking.
@@ -55,6 +57,18 @@ pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
         Err(e) => return Ok(not_opened(dir, &e)),
     };
     let mut ok = recovered(&db, was_shut_down);
+    // `untorn serve` opens the SQL layer too, reading its catalog and each
+    // table's last rows: a database it would refuse must not pass.
+    match SqlEngine::check_catalog(&db) {
+        Ok(None) => {}
+        Ok(Some(n)) => println!("open: SQL catalog read ({n} tables)"),
+        Err(e) => {
+            if was_shut_down {
+                db.close()?;
+            }
+            return Ok(not_opened(dir, &format!("the SQL catalog: {e}")));
+        }
+    }
     let now = db.settings().torn_page_protection;
     if now != mode {
         println!("open: torn_page_protection switched from {mode} to {now}");
@@ -101,7 +115,7 @@ pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
     }
 }
 
-fn not_opened(dir: &Path, e: &untorn::Error) -> ExitCode {
+fn not_opened(dir: &Path, e: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("untorn: check: could not open {}: {e}", dir.display());
     ExitCode::from(NOT_OPENED)
 }

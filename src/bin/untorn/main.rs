@@ -84,7 +84,8 @@ enum Command {
         json: bool,
     },
     /// Open the database (and so recover it, as any opening does, with its
-    /// end-of-recovery checkpoint), verify every page, and check the
+    /// end-of-recovery checkpoint, and read its SQL catalog, as `serve`
+    /// does), verify every page, and check the
     /// invariants of the workload whose tables it holds (tpcb: the four sums
     /// agree; sysbench: rows well formed, the k index matches the table).
     /// A database found shut down is closed again; one found crashed is
