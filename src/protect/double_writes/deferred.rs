@@ -49,6 +49,8 @@
 //! Invariants:
 //! - A page is deferred only where its segment file exists, so a file
 //!   that exists only in the deferred file is never taken for a dropped one.
+//! - No page of a dropped file is in `live` after `forget_file`: a copy
+//!   published later is dropped, so no write-back creates the file again.
 //! - `live` names, per page, its newest version not yet in place. A slot
 //!   named there or in `writing_back` is never handed out again, so a
 //!   reader that finds the slot's copy changed knows to look again.
@@ -63,6 +65,7 @@ use crate::buffer::{PageId, PageMap, PageSet};
 use crate::lsn::Lsn;
 use crate::protect::double_writes::slot_set::SlotSet;
 use parking_lot::{Mutex, MutexGuard};
+use std::collections::HashSet;
 
 /// A deferred page's newest copy in the deferred file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +110,8 @@ struct Slots {
     manifest_pages_next: Vec<u32>,
     /// Freed slots a manifest names: free once a later one is durable.
     pending: Vec<u32>,
+    /// Files dropped in this opening ([`DeferredPages::forget_file`]).
+    forgotten: HashSet<u32>,
 }
 
 impl Slots {
@@ -184,13 +189,22 @@ impl DeferredPages {
     }
 
     /// The pages were written to their slots: each copy is now its page's
-    /// newest version. Returns how many older copies this made obsolete
-    /// (their slots are free).
+    /// newest version, unless its file was dropped. Returns how many
+    /// copies this made obsolete (their slots are free).
     pub fn publish(&self, stored: &[(PageId, DeferredCopy)]) -> usize {
         let mut s = self.slots.lock();
         let era = s.era;
         let mut obsolete = 0;
         for &(id, copy) in stored {
+            if s.forgotten.contains(&id.file_id) {
+                // Copied before its file was dropped, stored after the
+                // drop forgot the file's pages: written back, it would
+                // create the removed file again. File ids are never
+                // reused, so no later page of that id is lost here.
+                s.release(copy.slot);
+                obsolete += 1;
+                continue;
+            }
             if let Some(old) = s.live.insert(id, Live { copy, era }) {
                 s.release(old.copy.slot);
                 obsolete += 1;
@@ -354,11 +368,14 @@ impl DeferredPages {
         }
     }
 
-    /// File `file_id` was dropped: its pages are never written back. Waits
-    /// out a write-back in progress, which may be writing one of them.
+    /// File `file_id` was dropped: its pages are never written back, and
+    /// a copy of one published later (an eviction that copied it before
+    /// the drop) is dropped at once. Waits out a write-back in progress,
+    /// which may be writing one of them.
     pub fn forget_file(&self, file_id: u32) {
         let _order = self.order.lock();
         let mut s = self.slots.lock();
+        s.forgotten.insert(file_id);
         let gone: Vec<u32> = s
             .live
             .iter()

@@ -241,3 +241,27 @@ fn a_manifests_pages_keep_their_slots_until_the_next_is_durable_and_take_no_room
     assert!(got.contains(&Some(3)) && got.contains(&Some(4)), "{got:?}");
     assert!(!got.contains(&Some(1)), "the durable manifest's page");
 }
+
+#[test]
+fn a_copy_published_after_its_file_was_forgotten_is_dropped() {
+    // drop_table forgets file 3 while an eviction that copied one of its
+    // pages earlier is storing the copy.
+    let d = DeferredPages::new(4);
+    let slot = d.take_slots(1)[0].unwrap();
+    d.forget_file(3);
+    let copy = DeferredCopy {
+        slot,
+        lsn: Lsn(10),
+        crc: 0,
+    };
+    assert_eq!(d.publish(&[(page(1), copy)]), 1, "obsolete at once");
+    assert_eq!((d.lookup(page(1)), d.len()), (None, 0));
+    assert_eq!(d.take_slots(1), vec![Some(slot)], "its slot is free");
+    // Other files' pages are deferred as before.
+    let other = PageId {
+        file_id: 4,
+        block: 1,
+    };
+    let kept = store(&d, other, 20).unwrap();
+    assert_eq!(d.lookup(other), Some(kept));
+}

@@ -606,3 +606,6 @@ fn a_victim_goes_alone_while_the_deferred_file_has_room_for_a_batch() {
 
 #[path = "write_back_tests.rs"]
 mod write_back_tests;
+
+#[path = "write_back_race_tests.rs"]
+mod write_back_race_tests;
