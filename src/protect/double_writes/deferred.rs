@@ -28,7 +28,11 @@
 //! that the freed slots take the checkpoint's own copies. Shutdowns and
 //! switches write back all.
 //! A write-back uses the fsynced slots as the pages' double-write copies
-//! and frees them only after the data files' fsync.
+//! and frees them only after the data files' fsync. It names them first
+//! in a write-back list with their CRC-32C ([`Claimed::list_slots`]):
+//! recovery uses a slot no manifest names only where a list does, since a
+//! slot rewritten by a later eviction and torn may pass a 16-bit page
+//! checksum.
 //!
 //! The reuse rule: a slot named by the newest durable manifest (or the one
 //! being written) is the page's copy at the redo point until a later
@@ -60,6 +64,10 @@
 //!   never on their way in place at once, so the newest lands last.
 //! - A page leaves `writing_back` only after its in-place write returned,
 //!   so a reader who no longer finds it finds it in the data file.
+//! - A slot a write-back claimed, and a slot of its list, is handed out
+//!   again only after the write-back's data-file fsyncs returned, or,
+//!   after a failed write-back, once a later manifest is durable: until
+//!   then an in-place write from it may be torn.
 
 use crate::buffer::{PageId, PageMap, PageSet};
 use crate::lsn::Lsn;
@@ -108,6 +116,8 @@ struct Slots {
     manifest_pages_durable: Vec<u32>,
     /// Slots taken for the pages of the manifest being written.
     manifest_pages_next: Vec<u32>,
+    /// Slots holding the write-back list of the write-back in progress.
+    list_pages: Vec<u32>,
     /// Freed slots a manifest names: free once a later one is durable.
     pending: Vec<u32>,
     /// Files dropped in this opening ([`DeferredPages::forget_file`]).
@@ -127,9 +137,10 @@ impl Slots {
         }
     }
 
-    /// Slots holding manifest pages: they take no room from page images.
+    /// Slots holding manifest or write-back list pages: they take no room
+    /// from page images.
     fn manifest_pages(&self) -> usize {
-        self.manifest_pages_durable.len() + self.manifest_pages_next.len()
+        self.manifest_pages_durable.len() + self.manifest_pages_next.len() + self.list_pages.len()
     }
 
     /// Slots of page images not free: live, claimed, or waiting for a
@@ -163,6 +174,8 @@ pub struct DeferredPages {
 pub struct Claimed<'a> {
     _order: MutexGuard<'a, ()>,
     pub pages: Vec<(PageId, DeferredCopy)>,
+    /// Slots of its write-back list ([`DeferredPages::take_list_slots`]).
+    pub list_slots: Vec<u32>,
 }
 
 impl DeferredPages {
@@ -337,13 +350,38 @@ impl DeferredPages {
         Claimed {
             _order: order,
             pages,
+            list_slots: Vec::new(),
         }
     }
 
-    /// The write-back's in-place writes returned: its slots are free, and
-    /// its pages are read from their data files (or from newer copies).
+    /// Slots for the `n` pages of `claimed`'s write-back list: the lowest
+    /// free ones, past the file's capacity if need be, as a manifest's.
+    pub fn take_list_slots(&self, claimed: &mut Claimed<'_>, n: usize) -> Vec<u32> {
+        let mut s = self.slots.lock();
+        assert!(claimed.list_slots.is_empty(), "one list per write-back");
+        let slots: Vec<u32> = (0..n)
+            .map(|_| s.take(u32::MAX).expect("a slot below u32::MAX"))
+            .collect();
+        s.list_pages.extend(&slots);
+        claimed.list_slots.clone_from(&slots);
+        slots
+    }
+
+    /// The list's slots leave `list_pages`.
+    fn drop_list(s: &mut Slots, claimed: &Claimed<'_>) {
+        s.list_pages
+            .retain(|slot| !claimed.list_slots.contains(slot));
+    }
+
+    /// The write-back's in-place writes are durable (its data files
+    /// fsynced): its slots and its list's are free, and its pages are
+    /// read from their data files (or from newer copies).
     pub fn finish(&self, claimed: Claimed<'_>) {
         let mut s = self.slots.lock();
+        Self::drop_list(&mut s, &claimed);
+        for &slot in &claimed.list_slots {
+            s.release(slot);
+        }
         for (id, _) in &claimed.pages {
             if let Some(c) = s.writing_back.remove(id) {
                 s.release(c.slot);
@@ -352,15 +390,21 @@ impl DeferredPages {
     }
 
     /// The write-back failed: its pages are deferred again, unless a newer
-    /// copy replaced them meanwhile.
+    /// copy replaced them meanwhile. Some in-place writes may have
+    /// happened and not be durable: the list and the slots it names stay
+    /// until a later manifest is durable, which names each page's newest
+    /// copy (a page written in place from a newer version meanwhile has
+    /// its durable copy in the area).
     pub fn unclaim(&self, claimed: Claimed<'_>) {
         let mut s = self.slots.lock();
+        Self::drop_list(&mut s, &claimed);
+        s.pending.extend(&claimed.list_slots);
         for (id, _) in &claimed.pages {
             let Some(c) = s.writing_back.remove(id) else {
                 continue;
             };
             if s.live.contains_key(id) {
-                s.release(c.slot);
+                s.pending.push(c.slot);
             } else {
                 // Cold: it was claimed as such, or by a claim of all.
                 s.live.insert(*id, Live { copy: c, era: 0 });
@@ -400,10 +444,14 @@ impl DeferredPages {
     }
 
     /// Whether a new manifest would say anything the durable one does not:
-    /// some page is deferred, or the durable manifest names a slot.
+    /// some page is deferred, or the durable manifest names a slot; or
+    /// slots wait for one (a failed write-back's).
     pub fn manifest_needed(&self) -> bool {
         let s = self.slots.lock();
-        !(s.live.is_empty() && s.writing_back.is_empty() && s.named_durable.is_empty())
+        !(s.live.is_empty()
+            && s.writing_back.is_empty()
+            && s.named_durable.is_empty()
+            && s.pending.is_empty())
     }
 
     /// The copies a manifest must name now, sorted by page: every page's

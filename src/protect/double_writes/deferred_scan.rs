@@ -1,11 +1,19 @@
 //! Recovery's reading of `dw/deferred` (docs/FORMAT.md): which manifest to
 //! trust, the slots it names, and the other intact page images.
 //!
-//! One pass over the file finds the manifest pages and a CRC of every
-//! other slot, which is all [`manifest::choose`] needs to tell a manifest
-//! whose fsync never returned. Then the named slots are read again, one by
-//! one, and checked. No image is kept in memory: a copy names its slot,
-//! read a third time only if it is restored.
+//! One pass over the file finds the manifest and write-back list pages and
+//! a CRC and page header of every other slot, which is all
+//! [`manifest::choose`] needs to tell a manifest whose fsync never
+//! returned. Then the named slots are read again, one by one, and checked.
+//! No image is kept in memory: a copy names its slot, read a third time
+//! only if it is restored.
+//!
+//! A slot the manifest taken does not name is a copy only where a
+//! write-back list names it with its CRC-32C: a write-back's in-place
+//! writes rely on no other, and a slot an eviction rewrote that a power
+//! cut tore may pass a 16-bit page checksum (docs/FORMAT.md). An earlier
+//! build's manifest (version 2 or 1) keeps that build's rule: any intact
+//! slot.
 
 use super::area::{check_image, CopyImage, SlotCopy, SlotDamage, AREA_DIR};
 use super::manifest::{
@@ -48,8 +56,8 @@ pub(super) struct DeferredScan {
     pub slots: u64,
     /// Slots that failed with EIO.
     pub unreadable: u64,
-    /// The newest intact copy of each page within the window, among slots
-    /// the manifest taken does not name.
+    /// The newest copy of each page within the window, among slots the
+    /// manifest taken does not name and a write-back list does.
     pub copies: Vec<SlotCopy>,
     /// The slots the manifest taken names, intact or not.
     pub durable: Vec<SlotCopy>,
@@ -60,6 +68,16 @@ pub(super) struct DeferredScan {
     /// were written after the control file's redo point (0 or 1).
     pub manifests_passed_over: u64,
     pub start: ManifestStart,
+}
+
+/// A slot's page header, as pass one found it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Head {
+    file_id: u32,
+    block: u32,
+    lsn: Lsn,
+    /// It passes `verify_page` (what an earlier build's rule asks).
+    intact: bool,
 }
 
 /// Reads `dw/deferred` and an older build's manifest files. Copies of
@@ -96,9 +114,10 @@ pub(super) fn scan(
     } else {
         None
     };
-    // Pass one: manifest pages, each slot's CRC, the window's copies.
+    // Pass one: manifest and list pages, each slot's CRC and header.
     let mut crcs: Vec<u32> = Vec::new();
-    let mut newest: HashMap<(u32, u32), (u32, SlotCopy)> = HashMap::new();
+    let mut heads: Vec<Option<Head>> = Vec::new();
+    let mut listed: Vec<ManifestEntry> = Vec::new();
     if let Some(file) = &file {
         let mut parts = ManifestParts::default();
         out.slots = file.len()? / page_size as u64;
@@ -112,8 +131,13 @@ pub(super) fn scan(
             for (i, image) in chunk.chunks_exact(page_size).enumerate() {
                 let at = (slot as usize + i) as u32;
                 crcs.push(crc32c(image));
+                heads.push(None);
                 if let Some(part) = manifest::decode_part(image, owner) {
                     parts.add(at, part);
+                    continue;
+                }
+                if let Some(part) = manifest::decode_list_part(image, owner) {
+                    listed.extend(part.entries);
                     continue;
                 }
                 let Some(h) = read_header(image).ok() else {
@@ -123,15 +147,12 @@ pub(super) fn scan(
                     verify_page(image, settings.data_checksums, h.file_id, h.block),
                     Ok(PageState::Valid)
                 );
-                if !intact || h.lsn < window.0 || h.lsn > window.1 {
-                    continue;
-                }
-                let key = (h.file_id, h.block);
-                if newest.get(&key).is_some_and(|(_, c)| c.lsn >= h.lsn) {
-                    continue;
-                }
-                let crc = crcs[at as usize];
-                newest.insert(key, (at, copy_of(h.file_id, h.block, h.lsn, at, crc)));
+                heads[at as usize] = Some(Head {
+                    file_id: h.file_id,
+                    block: h.block,
+                    lsn: h.lsn,
+                    intact,
+                });
             }
             slot += n as u64;
         }
@@ -162,8 +183,33 @@ pub(super) fn scan(
             ),
         ));
     }
-    let Some(FoundManifest { manifest, slots }) = taken else {
-        out.copies = newest.into_values().map(|(_, c)| c).collect();
+    let in_window = |lsn: Lsn| window.0 <= lsn && lsn <= window.1;
+    // The slots that may be copies, whatever the manifest names.
+    let candidates: Vec<SlotCopy> = if taken.as_ref().is_some_and(|t| !t.wants_lists()) {
+        heads
+            .iter()
+            .enumerate()
+            .filter_map(|(at, h)| h.map(|h| (at as u32, h)))
+            .filter(|(_, h)| h.intact)
+            .map(|(at, h)| copy_of(h.file_id, h.block, h.lsn, at, crcs[at as usize]))
+            .collect()
+    } else {
+        listed
+            .iter()
+            .filter(|e| {
+                let head = heads.get(e.slot as usize).copied().flatten();
+                crcs.get(e.slot as usize) == Some(&e.image_crc)
+                    && head
+                        .is_some_and(|h| (h.file_id, h.block, h.lsn) == (e.file_id, e.block, e.lsn))
+            })
+            .map(|e| copy_of(e.file_id, e.block, e.lsn, e.slot, e.image_crc))
+            .collect()
+    };
+    let Some(FoundManifest {
+        manifest, slots, ..
+    }) = taken
+    else {
+        out.copies = newest_in_window(candidates, in_window, |_| false);
         return Ok(out);
     };
     out.manifest_entries = manifest.entries.len() as u64;
@@ -189,13 +235,33 @@ pub(super) fn scan(
         }
     }
     // `entries` is sorted by slot: no set to build.
-    let named = |slot: &u32| entries.binary_search_by_key(slot, |e| e.slot).is_ok();
-    out.copies = newest
-        .into_values()
-        .filter(|(slot, _)| !named(slot))
-        .map(|(_, c)| c)
-        .collect();
+    let named = |slot: u32| entries.binary_search_by_key(&slot, |e| e.slot).is_ok();
+    out.copies = newest_in_window(candidates, in_window, named);
     Ok(out)
+}
+
+/// The newest of `candidates` for each page, among those with an LSN
+/// `in_window` in slots not `named` by the manifest taken.
+fn newest_in_window(
+    candidates: Vec<SlotCopy>,
+    in_window: impl Fn(Lsn) -> bool,
+    named: impl Fn(u32) -> bool,
+) -> Vec<SlotCopy> {
+    let mut newest: HashMap<(u32, u32), SlotCopy> = HashMap::new();
+    for c in candidates {
+        let CopyImage::DeferredSlot { slot, .. } = c.image else {
+            unreachable!("a slot of dw/deferred")
+        };
+        if !in_window(c.lsn) || named(slot) {
+            continue;
+        }
+        let key = (c.file_id, c.block);
+        if newest.get(&key).is_some_and(|n| n.lsn >= c.lsn) {
+            continue;
+        }
+        newest.insert(key, c);
+    }
+    newest.into_values().collect()
 }
 
 fn copy_of(file_id: u32, block: u32, lsn: Lsn, slot: u32, crc: u32) -> SlotCopy {
@@ -237,6 +303,7 @@ fn read_legacy(
             found.push(FoundManifest {
                 manifest: m,
                 slots: Vec::new(),
+                version: 1,
             });
         }
     }
@@ -246,3 +313,7 @@ fn read_legacy(
 #[cfg(test)]
 #[path = "deferred_scan_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "deferred_scan_list_tests.rs"]
+mod list_tests;

@@ -265,3 +265,48 @@ fn a_copy_published_after_its_file_was_forgotten_is_dropped() {
     let kept = store(&d, other, 20).unwrap();
     assert_eq!(d.lookup(other), Some(kept));
 }
+
+#[test]
+fn a_write_backs_list_keeps_its_slots_until_its_pages_are_durable_in_place() {
+    let d = DeferredPages::new(2);
+    store(&d, page(1), 10).unwrap();
+    let mut claimed = d.claim_all();
+    // Past the capacity, as a manifest's: taking no room from images.
+    assert_eq!(d.take_list_slots(&mut claimed, 1), [1]);
+    assert!(d.has_room_for(1));
+    assert_eq!(store(&d, page(2), 20).unwrap().slot, 2);
+    d.finish(claimed);
+    // Both the claimed slot and the list's are free again.
+    let got = d.take_slots(2);
+    assert_eq!(got, [Some(0), Some(1)]);
+}
+
+#[test]
+fn after_a_failed_write_back_its_list_and_replaced_slots_wait_for_a_manifest() {
+    let d = DeferredPages::new(8);
+    let old = store(&d, page(1), 10).unwrap();
+    let mut claimed = d.claim_all();
+    let list = d.take_list_slots(&mut claimed, 1);
+    // Evicted again during the write-back: a newer copy elsewhere.
+    let newer = store(&d, page(1), 20).unwrap();
+    d.unclaim(claimed);
+    assert_eq!(d.lookup(page(1)), Some(newer));
+    // An in-place write of the old copy may be torn on disk: its slot and
+    // the list naming it stay until a manifest names the newer copy.
+    let taken = |d: &DeferredPages| d.take_slots(8).into_iter().flatten().collect::<Vec<_>>();
+    let free = taken(&d);
+    assert!(
+        !free.contains(&old.slot) && !free.contains(&list[0]),
+        "{free:?}"
+    );
+    d.give_back(free.into_iter());
+    assert!(d.manifest_needed());
+    let named = d.snapshot_for_manifest();
+    assert_eq!(named, vec![(page(1), newer)]);
+    d.manifest_written(true);
+    let free = taken(&d);
+    assert!(
+        free.contains(&old.slot) && free.contains(&list[0]),
+        "{free:?}"
+    );
+}

@@ -13,6 +13,13 @@
 //! to the one before it ([`choose`]), whose pages and slots are reused
 //! only after a later manifest is durable (`deferred.rs`).
 //!
+//! A write-back lists the slots it claimed in the same layout under a
+//! magic of its own ([`Manifest::encode_list_pages`], [`decode_list_part`]),
+//! before its fsync: between that fsync and its data-file fsyncs a slot no
+//! manifest names may be its page's only whole copy, and recovery uses
+//! such a slot only where a list names it with its CRC-32C (a page
+//! checksum may be 16 bits).
+//!
 //! Earlier builds wrote each manifest to a file of its own,
 //! `dw/manifest-<seq mod 2>` (format version 1), fsynced after an fsync of
 //! `dw/deferred`: two fsyncs per checkpoint. Recovery still reads those.
@@ -25,7 +32,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"UNTORNDM";
-const FORMAT_VERSION: u32 = 2;
+/// A write-back list's pages: a manifest's layout under their own magic.
+const LIST_MAGIC: &[u8; 8] = b"UNTORNWB";
+/// What this build writes: a slot no manifest names is a copy only where
+/// a write-back list names it.
+pub const FORMAT_VERSION: u32 = 3;
+/// Manifests of earlier builds in `dw/deferred`: read; any intact slot
+/// they do not name was a copy then.
+const UNLISTED_VERSION: u32 = 2;
 const LEGACY_VERSION: u32 = 1;
 const LEGACY_HEADER_BYTES: usize = 48;
 const PART_HEADER_BYTES: usize = 64;
@@ -99,20 +113,17 @@ impl Le<'_> {
             lsn: Lsn(self.u64(at + 16)),
         }
     }
-    /// Magic, version, page size and system id.
-    fn owned_by(&self, owner: ManifestOwner, version: u32) -> bool {
-        &self.0[..8] == MAGIC
-            && self.u32(8) == version
-            && self.u32(12) == owner.page_size
-            && self.u64(16) == owner.system_id
+    /// Magic, page size and system id.
+    fn owned_by(&self, owner: ManifestOwner, magic: &[u8; 8]) -> bool {
+        &self.0[..8] == magic && self.u32(12) == owner.page_size && self.u64(16) == owner.system_id
     }
 }
 
 impl Manifest {
-    /// Bytes 0 to 43, the same in both versions: magic, version, owner,
+    /// Bytes 0 to 43, the same in every version: magic, version, owner,
     /// sequence, redo point, entry count.
-    fn put_header(&self, b: &mut Vec<u8>, owner: ManifestOwner, version: u32) {
-        b.extend_from_slice(MAGIC);
+    fn put_header(&self, b: &mut Vec<u8>, owner: ManifestOwner, magic: &[u8; 8], version: u32) {
+        b.extend_from_slice(magic);
         b.extend_from_slice(&version.to_le_bytes());
         b.extend_from_slice(&owner.page_size.to_le_bytes());
         b.extend_from_slice(&owner.system_id.to_le_bytes());
@@ -123,6 +134,16 @@ impl Manifest {
 
     /// The manifest as `dw/deferred` pages, each `owner.page_size` bytes.
     pub fn encode_pages(&self, owner: ManifestOwner) -> Vec<Vec<u8>> {
+        self.encode_as(owner, MAGIC)
+    }
+
+    /// The entries as a write-back list's pages (docs/FORMAT.md,
+    /// "Write-back lists"): the same layout, another magic.
+    pub fn encode_list_pages(&self, owner: ManifestOwner) -> Vec<Vec<u8>> {
+        self.encode_as(owner, LIST_MAGIC)
+    }
+
+    fn encode_as(&self, owner: ManifestOwner, magic: &[u8; 8]) -> Vec<Vec<u8>> {
         let page_size = owner.page_size as usize;
         let per_page = entries_per_page(page_size);
         let parts = pages_for(self.entries.len(), page_size);
@@ -131,7 +152,7 @@ impl Manifest {
                 let from = (part * per_page).min(self.entries.len());
                 let to = (from + per_page).min(self.entries.len());
                 let mut b = Vec::with_capacity(page_size);
-                self.put_header(&mut b, owner, FORMAT_VERSION);
+                self.put_header(&mut b, owner, magic, FORMAT_VERSION);
                 b.extend_from_slice(&(part as u32).to_le_bytes());
                 b.extend_from_slice(&(parts as u32).to_le_bytes());
                 b.extend_from_slice(&((to - from) as u32).to_le_bytes());
@@ -154,7 +175,7 @@ impl Manifest {
             return None;
         }
         let le = Le(bytes);
-        if !le.owned_by(owner, LEGACY_VERSION) {
+        if !le.owned_by(owner, MAGIC) || le.u32(8) != LEGACY_VERSION {
             return None;
         }
         // Checked before anything is allocated for the entries.
@@ -178,10 +199,23 @@ impl Manifest {
 
 #[cfg(test)]
 impl Manifest {
+    /// The manifest's pages as the build before write-back lists wrote
+    /// them (format version 2).
+    pub fn encode_pages_version_2(&self, owner: ManifestOwner) -> Vec<Vec<u8>> {
+        let mut pages = self.encode_pages(owner);
+        for page in &mut pages {
+            let n = page.len() - CRC_BYTES;
+            page[8..12].copy_from_slice(&UNLISTED_VERSION.to_le_bytes());
+            let crc = crc32c(&page[..n]);
+            page[n..].copy_from_slice(&crc.to_le_bytes());
+        }
+        pages
+    }
+
     /// The manifest as an older build wrote it to its own file.
     pub fn encode_legacy(&self, owner: ManifestOwner) -> Vec<u8> {
         let mut b = Vec::new();
-        self.put_header(&mut b, owner, LEGACY_VERSION);
+        self.put_header(&mut b, owner, MAGIC, LEGACY_VERSION);
         b.extend_from_slice(&0u32.to_le_bytes());
         self.entries.iter().for_each(|e| put_entry(&mut b, e));
         let crc = crc32c(&b);
@@ -193,6 +227,8 @@ impl Manifest {
 /// One page of a manifest, as read from a slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ManifestPart {
+    /// The format version it was written in (2 or 3).
+    pub version: u32,
     pub seq: u64,
     pub redo_lsn: Lsn,
     pub entry_count: u32,
@@ -204,12 +240,30 @@ pub struct ManifestPart {
 /// The manifest page in `page`, or None where `page` is not one that
 /// passes its checks (a page image, a torn or foreign manifest page).
 pub fn decode_part(page: &[u8], owner: ManifestOwner) -> Option<ManifestPart> {
+    decode_as(page, owner, MAGIC, UNLISTED_VERSION)
+}
+
+/// The write-back list page in `page`, or None where `page` is not one
+/// that passes its checks. Each stands on its own (docs/FORMAT.md).
+pub fn decode_list_part(page: &[u8], owner: ManifestOwner) -> Option<ManifestPart> {
+    decode_as(page, owner, LIST_MAGIC, FORMAT_VERSION)
+}
+
+/// A page with `magic` of a version from `oldest` to this build's.
+fn decode_as(
+    page: &[u8],
+    owner: ManifestOwner,
+    magic: &[u8; 8],
+    oldest: u32,
+) -> Option<ManifestPart> {
     let page_size = owner.page_size as usize;
     if page.len() != page_size || page_size < PART_HEADER_BYTES + ENTRY_BYTES + CRC_BYTES {
         return None;
     }
     let le = Le(page);
-    if !le.owned_by(owner, FORMAT_VERSION)
+    let version = le.u32(8);
+    if !le.owned_by(owner, magic)
+        || !(oldest..=FORMAT_VERSION).contains(&version)
         || crc32c(&page[..page_size - 4]) != le.u32(page_size - 4)
     {
         return None;
@@ -231,6 +285,7 @@ pub fn decode_part(page: &[u8], owner: ManifestOwner) -> Option<ManifestPart> {
         return None;
     }
     Some(ManifestPart {
+        version,
         seq: le.u64(24),
         redo_lsn: Lsn(le.u64(32)),
         entry_count: entry_count as u32,
@@ -248,6 +303,17 @@ pub fn decode_part(page: &[u8], owner: ManifestOwner) -> Option<ManifestPart> {
 pub struct FoundManifest {
     pub manifest: Manifest,
     pub slots: Vec<u32>,
+    /// The format version it was written in.
+    pub version: u32,
+}
+
+impl FoundManifest {
+    /// Whether its build used a slot it does not name only where a
+    /// write-back list names it (format version 3); earlier builds took
+    /// any intact one in the window (docs/FORMAT.md).
+    pub fn wants_lists(&self) -> bool {
+        self.version >= FORMAT_VERSION
+    }
 }
 
 /// The manifest pages found in `dw/deferred`, gathered by sequence.
@@ -278,13 +344,18 @@ impl ManifestParts {
                 continue;
             };
             let same = |p: &ManifestPart| {
-                (p.redo_lsn, p.entry_count, p.parts)
-                    == (first.redo_lsn, first.entry_count, first.parts)
+                (p.version, p.redo_lsn, p.entry_count, p.parts)
+                    == (
+                        first.version,
+                        first.redo_lsn,
+                        first.entry_count,
+                        first.parts,
+                    )
             };
             if parts.len() != first.parts as usize || !parts.values().all(|(_, p)| same(p)) {
                 continue;
             }
-            let redo_lsn = first.redo_lsn;
+            let (redo_lsn, version) = (first.redo_lsn, first.version);
             let mut slots = Vec::with_capacity(parts.len());
             let mut entries = Vec::new();
             for (slot, p) in parts.into_values() {
@@ -298,6 +369,7 @@ impl ManifestParts {
                     entries,
                 },
                 slots,
+                version,
             });
         }
         out

@@ -145,6 +145,7 @@ fn found(seq: u64, redo: u64) -> FoundManifest {
             ..manifest(seq, 1)
         },
         slots: vec![seq as u32],
+        version: FORMAT_VERSION,
     }
 }
 
@@ -168,4 +169,39 @@ fn recovery_passes_over_only_a_newest_manifest_that_was_never_relied_on() {
     assert_eq!(choose(&three, Lsn(200), none_pass), Some(1));
     // Nothing to fall back to.
     assert_eq!(choose(&two[..1], Lsn(100), none_pass), Some(0));
+}
+
+#[test]
+fn a_write_back_list_reads_back_as_such_and_never_as_a_manifest() {
+    let m = manifest(7, 3);
+    let list = &m.encode_list_pages(OWNER)[0];
+    let part = decode_list_part(list, OWNER).expect("a valid list page");
+    assert_eq!(
+        (part.version, part.entries),
+        (FORMAT_VERSION, m.entries.clone())
+    );
+    assert_eq!(decode_part(list, OWNER), None, "not a manifest");
+    let page = &m.encode_pages(OWNER)[0];
+    assert_eq!(decode_list_part(page, OWNER), None, "not a list");
+    let mut flipped = list.clone();
+    flipped[70] ^= 1;
+    assert_eq!(decode_list_part(&flipped, OWNER), None);
+}
+
+#[test]
+fn an_earlier_builds_manifest_pages_read_back_with_their_version() {
+    let m = manifest(7, 3);
+    let mut parts = ManifestParts::default();
+    for (i, page) in m.encode_pages_version_2(OWNER).iter().enumerate() {
+        parts.add(
+            i as u32,
+            decode_part(page, OWNER).expect("version 2 is read"),
+        );
+    }
+    let whole = parts.whole();
+    assert_eq!((whole[0].version, &whole[0].manifest), (2, &m));
+    assert!(!whole[0].wants_lists());
+    let mut parts = ManifestParts::default();
+    gather(&mut parts, &m, 0);
+    assert!(parts.whole()[0].wants_lists());
 }

@@ -5,11 +5,11 @@
 //! `dw/deferred`'s slots are copies too ([`super::deferred`]). The slots the
 //! newest valid manifest names hold pages whose data files may be older
 //! than the redo point: they are checked against their entries and usable
-//! at any LSN, and a damaged one is an error unless its page is as new. Any
-//! other slot is a whole page naming its own file and block under its
-//! checksum (a write-back writes pages in place straight from their
-//! fsynced slots), usable in the window like an area copy; one that fails
-//! its checks was never relied on and is skipped.
+//! at any LSN, and a damaged one is an error unless its page is as new. A
+//! slot a write-back list names, holding the bytes the list's CRC-32C
+//! names (a write-back writes pages in place straight from their fsynced
+//! slots), is usable in the window like an area copy; any other slot was
+//! never relied on and is skipped (`deferred_scan`).
 //!
 //! Runs whenever `DIR/dw/` exists, whatever mode the control file names: a
 //! copy is only ever written over a page that is bad or not newer, so an

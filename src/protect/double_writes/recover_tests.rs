@@ -309,10 +309,45 @@ fn the_write_path_leaves_a_copy_that_repairs_a_torn_page() {
     assert_rows_and_verify(db, &c.dir);
 }
 
-/// Writes `dw/deferred` holding `slots`, each a page image, in order.
+/// Writes `dw/deferred` holding `slots`, each a page image, in order,
+/// then a write-back list naming each slot as holding itself.
 fn write_deferred(dir: &Path, slots: &[&[u8]]) {
+    write_listed(dir, slots, slots);
+}
+
+/// Writes `dw/deferred` holding `slots` in order, then a write-back list
+/// naming slot `i` as holding `listed[i]` (what a write-back stored there
+/// before a tear).
+fn write_listed(dir: &Path, slots: &[&[u8]], listed: &[&[u8]]) {
+    use super::super::manifest::{Manifest, ManifestEntry, ManifestOwner};
+    use crate::checksum::crc::crc32c;
+    let entries = listed
+        .iter()
+        .enumerate()
+        .map(|(slot, image)| {
+            let h = crate::page::read_header(image).unwrap();
+            ManifestEntry {
+                file_id: h.file_id,
+                block: h.block,
+                slot: slot as u32,
+                image_crc: crc32c(image),
+                lsn: h.lsn,
+            }
+        })
+        .collect();
+    let list = Manifest {
+        seq: 0,
+        redo_lsn: Lsn(0),
+        entries,
+    };
+    let owner = ManifestOwner {
+        page_size: PS as u32,
+        system_id: control(dir).system_id,
+    };
+    let mut bytes = slots.concat();
+    bytes.extend(list.encode_list_pages(owner).concat());
     std::fs::create_dir_all(dir.join("dw")).unwrap();
-    std::fs::write(dir.join("dw").join("deferred"), slots.concat()).unwrap();
+    std::fs::write(dir.join("dw").join("deferred"), bytes).unwrap();
 }
 
 /// `c.page` carrying `lsn` instead of its own, checksummed again.
@@ -328,12 +363,16 @@ fn with_lsn(c: &Crashed, lsn: Lsn) -> Vec<u8> {
 fn a_torn_page_is_restored_from_its_deferred_slot() {
     let root = tempfile::tempdir().unwrap();
     let c = crash_after_update(TornPageProtection::Off, root.path(), false);
-    // A torn slot, an older copy and the page's copy: the newest intact
-    // one wins, the torn one is skipped.
+    // A torn slot, an older copy and the page's copy, all listed by a
+    // write-back: the newest intact one wins, the torn one is skipped.
     let mut torn = c.page.clone();
     torn[PS / 2..].fill(0x77);
     let older = with_lsn(&c, control(&c.dir).redo_lsn);
-    write_deferred(&c.dir, &[&torn, &older, &c.page]);
+    write_listed(
+        &c.dir,
+        &[&torn, &older, &c.page],
+        &[&c.page, &older, &c.page],
+    );
     tear(&c);
     let db = Database::open(&c.dir, options(TornPageProtection::Off)).unwrap();
     assert_eq!(db.recovery.pages_repaired_from_double_writes, 1);

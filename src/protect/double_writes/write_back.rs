@@ -141,11 +141,12 @@ impl DoubleWrites {
     /// deferred before the current checkpoint began: see
     /// [`super::super::deferred::DeferredPages::claim_cold`]), calling `progress` with the pages
     /// written after each batch. The claimed slots stand in for the
-    /// area's copies: one fsync of `dw/deferred` makes them durable before
-    /// any in-place write, recovery reads them back, and they are freed
-    /// only once their data files are fsynced after the in-place writes
-    /// (see the module doc of `deferred`). Returns the pages written back;
-    /// on an error they stay deferred.
+    /// area's copies: a write-back list names them with their CRC-32C,
+    /// one fsync of `dw/deferred` makes both durable before any in-place
+    /// write, recovery reads them back, and they are freed only once their
+    /// data files are fsynced after the in-place writes (see the module
+    /// doc of `deferred`). Returns the pages written back; on an error
+    /// they stay deferred.
     pub(super) fn write_back_deferred(
         &self,
         who: Issuer,
@@ -163,7 +164,7 @@ impl DoubleWrites {
     /// Writes `claimed` in place: see [`Self::write_back_deferred`].
     pub(super) fn write_back_claimed(
         &self,
-        claimed: Claimed<'_>,
+        mut claimed: Claimed<'_>,
         who: Issuer,
         progress: &mut dyn FnMut(usize),
     ) -> Result<usize> {
@@ -173,8 +174,12 @@ impl DoubleWrites {
             return Ok(0);
         }
         let ps = self.page_size;
+        let listed = self.write_list(&mut claimed, who);
         let mut images = self.write_back_images.lock();
         let written = (|| {
+            listed?;
+            // The list and the slots it names become durable together,
+            // before any in-place write relies on them.
             self.deferred_file.sync_all(who)?;
             w.stats.deferred_fsyncs.fetch_add(1, Relaxed);
             let mut done = 0;
@@ -216,6 +221,30 @@ impl DoubleWrites {
         }
     }
 
+    /// Writes `claimed`'s write-back list (docs/FORMAT.md, "Write-back
+    /// lists") into free slots, unfsynced: recovery uses a slot no manifest
+    /// names only where a list names it with its CRC-32C.
+    fn write_list(&self, claimed: &mut Claimed<'_>, who: Issuer) -> Result<()> {
+        let list = Manifest {
+            seq: self.durable_manifest_seq.load(Relaxed),
+            redo_lsn: Lsn(0),
+            entries: claimed
+                .pages
+                .iter()
+                .map(|&(id, c)| entry_of(id, c))
+                .collect(),
+        };
+        let pages = list.encode_list_pages(self.owner);
+        let slots = self.deferred.take_list_slots(claimed, pages.len());
+        let mut images: Vec<(u32, &[u8])> = slots
+            .iter()
+            .zip(&pages)
+            .map(|(&slot, page)| (slot, page.as_slice()))
+            .collect();
+        images.sort_unstable_by_key(|i| i.0);
+        self.write_slots(&images, who)
+    }
+
     /// A checkpoint's last step before its control file: names every
     /// deferred page's slot in a new manifest, written into free slots of
     /// `dw/deferred`, and fsyncs the file once, so that the redo point
@@ -231,16 +260,7 @@ impl DoubleWrites {
         let copies = self.deferred.snapshot_for_manifest();
         let w = &self.shards[Shard::Checkpointer.number() as usize];
         let seq = self.next_manifest_seq.fetch_add(1, Relaxed);
-        let entries = copies
-            .iter()
-            .map(|&(id, c)| ManifestEntry {
-                file_id: id.file_id,
-                block: id.block,
-                slot: c.slot,
-                image_crc: c.crc,
-                lsn: c.lsn,
-            })
-            .collect();
+        let entries = copies.iter().map(|&(id, c)| entry_of(id, c)).collect();
         let m = Manifest {
             seq,
             redo_lsn: redo,
@@ -288,6 +308,17 @@ impl DoubleWrites {
             offset += n;
         }
         Ok(())
+    }
+}
+
+/// Names `copy` of page `id` in a manifest or a write-back list.
+fn entry_of(id: PageId, copy: DeferredCopy) -> ManifestEntry {
+    ManifestEntry {
+        file_id: id.file_id,
+        block: id.block,
+        slot: copy.slot,
+        image_crc: copy.crc,
+        lsn: copy.lsn,
     }
 }
 

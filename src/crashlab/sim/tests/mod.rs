@@ -12,6 +12,8 @@ mod calls;
 mod crash;
 /// Names: new files, renames and removals, durable only after `sync_dir`.
 mod directory;
+/// Deferred in-place writes: the holes a review found, as scenarios.
+mod double_write_deferred;
 /// The crash laboratory on double writes: a slot reused too early caught;
 /// iterations that failed once.
 mod double_write_lab;
