@@ -42,8 +42,10 @@ pub struct ManifestStart {
     /// The highest manifest sequence seen (any page of one, an older
     /// build's file, the control file's): the opening's goes above it.
     pub last_seq: u64,
-    /// Slots holding the pages of the manifest recovery took: the
-    /// opening's must not overwrite them before it is durable.
+    /// Slots holding the pages of the manifest recovery took, and the
+    /// slots it names, sorted: the opening's must not overwrite them
+    /// before it is durable, or a torn write there makes that manifest fail
+    /// and the next recovery refuse what this one recovered.
     pub keep_slots: Vec<u32>,
     /// The control file's redo point, stamped on the opening's manifest.
     pub redo: Lsn,
@@ -164,14 +166,14 @@ pub(super) fn scan(
         out.start.last_seq = out.start.last_seq.max(seq);
     }
     let holds_its_image = |e: &ManifestEntry| crcs.get(e.slot as usize) == Some(&e.image_crc);
-    let taken = manifest::choose(&found, control.redo_lsn, |m| {
+    let relied = control.deferred_manifest;
+    let taken = manifest::choose(&found, control.redo_lsn, relied, |m| {
         m.entries.iter().all(holds_its_image)
     })
     .map(|i| {
         out.manifests_passed_over = i as u64;
         found.swap_remove(i)
     });
-    let relied = control.deferred_manifest;
     if relied > 0 && taken.as_ref().is_none_or(|t| t.manifest.seq < relied) {
         return Err(Error::corruption(
             &path,
@@ -214,6 +216,11 @@ pub(super) fn scan(
     };
     out.manifest_entries = manifest.entries.len() as u64;
     out.start.keep_slots = slots;
+    out.start
+        .keep_slots
+        .extend(manifest.entries.iter().map(|e| e.slot));
+    out.start.keep_slots.sort_unstable();
+    out.start.keep_slots.dedup();
     // Pass two: the slots named, checked against their entries.
     let mut image = vec![0u8; page_size];
     let mut entries = manifest.entries;

@@ -1,7 +1,8 @@
-//! Which slots of `dw/deferred` that the manifest taken does not name are
-//! copies: only those a write-back list names with their CRC-32C; under an
-//! earlier build's manifest (version 2), any intact one, as that build
-//! read them. On the simulated file system, with hand-made slots.
+//! Recovery's reading of hand-made `dw/deferred` files on the simulated
+//! file system: which slots the manifest taken does not name are copies
+//! (only those a write-back list names with their CRC-32C; under an
+//! earlier build's manifest, version 2, any intact one, as that build read
+//! them), and which slots the opening's manifest must leave alone.
 
 use super::*;
 use crate::crashlab::sim::SimFileSystem;
@@ -79,9 +80,8 @@ fn empty_manifest() -> Manifest {
     }
 }
 
-/// The copies recovery finds in a `dw/deferred` holding `slots`: (slot,
-/// block, LSN), sorted.
-fn copies(slots: &[Vec<u8>]) -> Vec<(u32, u32, u64)> {
+/// What recovery reads in a `dw/deferred` holding `slots`.
+fn scan_of(slots: &[Vec<u8>]) -> DeferredScan {
     let fs = SimFileSystem::new(Arc::new(IoStats::default()));
     let path = dir().join(AREA_DIR).join(DEFERRED_FILE);
     fs.create_dir_all(path.parent().unwrap()).unwrap();
@@ -89,7 +89,13 @@ fn copies(slots: &[Vec<u8>]) -> Vec<(u32, u32, u64)> {
         .open(&path, FileKind::DoubleWrite, OpenOptions::create())
         .unwrap();
     file.write_at(&slots.concat(), 0, Issuer::Tool).unwrap();
-    let scan = scan(&fs, dir(), &control(), (REDO, WAL_END)).unwrap();
+    scan(&fs, dir(), &control(), (REDO, WAL_END)).unwrap()
+}
+
+/// The copies recovery finds in a `dw/deferred` holding `slots`: (slot,
+/// block, LSN), sorted.
+fn copies(slots: &[Vec<u8>]) -> Vec<(u32, u32, u64)> {
+    let scan = scan_of(slots);
     let mut out: Vec<(u32, u32, u64)> = scan
         .copies
         .iter()
@@ -150,4 +156,22 @@ fn under_an_earlier_builds_manifest_any_intact_slot_in_the_window_is_a_copy() {
     let (a, b) = (page(3, 2000, 0xAA), page(4, 900, 0xBB));
     let m = empty_manifest().encode_pages_version_2(owner()).remove(0);
     assert_eq!(copies(&[a, b, m]), vec![(0, 3, 2000)]);
+}
+
+/// The opening writes its empty manifest to the lowest slot outside
+/// `keep_slots`. A slot the manifest taken names must be in it: a torn
+/// write there made that manifest fail, and the next recovery fell back
+/// past it to one older than the control file relies on.
+#[test]
+fn the_opening_keeps_the_slots_the_manifest_taken_names_and_holds() {
+    let (a, b) = (page(3, 2000, 0xAA), page(4, 2100, 0xBB));
+    let m = Manifest {
+        entries: vec![entry(0, &a), entry(2, &b)],
+        ..empty_manifest()
+    };
+    let m = m.encode_pages(owner()).remove(0);
+    let free = page(5, 2200, 0xCC);
+    let scan = scan_of(&[a, free, b, m]);
+    assert_eq!(scan.manifest_entries, 2);
+    assert_eq!(scan.start.keep_slots, vec![0, 2, 3]);
 }

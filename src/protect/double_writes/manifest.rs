@@ -384,14 +384,19 @@ impl ManifestParts {
 /// taken: only the newest can be incomplete, since each manifest is
 /// written after the fsync of the one before, whose pages and slots are
 /// reused only after that later one is durable (docs/FORMAT.md, "Why one
-/// fsync is enough").
+/// fsync is enough"). Except where the one before is older than `relied`,
+/// the control file's `deferred_manifest`: the manifest it relied on is
+/// gone, which the reuse rule allows only once a later one was durable,
+/// so the newest was, and its failing entries are damage.
 pub fn choose(
     found: &[FoundManifest],
     control_redo: Lsn,
+    relied: u64,
     passes: impl Fn(&Manifest) -> bool,
 ) -> Option<usize> {
     let newest = &found.first()?.manifest;
-    if newest.redo_lsn <= control_redo || passes(newest) || found.len() == 1 {
+    let fallback_too_old = found.get(1).is_none_or(|f| f.manifest.seq < relied);
+    if newest.redo_lsn <= control_redo || passes(newest) || fallback_too_old {
         Some(0)
     } else {
         Some(1)

@@ -153,22 +153,31 @@ fn found(seq: u64, redo: u64) -> FoundManifest {
 fn recovery_passes_over_only_a_newest_manifest_that_was_never_relied_on() {
     let none_pass = |_: &Manifest| false;
     let all_pass = |_: &Manifest| true;
-    assert_eq!(choose(&[], Lsn(100), all_pass), None);
+    assert_eq!(choose(&[], Lsn(100), 5, all_pass), None);
     // The newest passes: taken whatever its redo point.
     let two = [found(6, 300), found(5, 200)];
-    assert_eq!(choose(&two, Lsn(100), all_pass), Some(0));
+    assert_eq!(choose(&two, Lsn(100), 5, all_pass), Some(0));
     // Fails, written after the control file's redo point: its fsync may
     // not have returned, so the one before it.
-    assert_eq!(choose(&two, Lsn(100), none_pass), Some(1));
-    assert_eq!(choose(&two, Lsn(299), |m: &Manifest| m.seq == 5), Some(1));
+    assert_eq!(choose(&two, Lsn(100), 5, none_pass), Some(1));
+    assert_eq!(
+        choose(&two, Lsn(299), 5, |m: &Manifest| m.seq == 5),
+        Some(1)
+    );
     // Fails, but the control file's checkpoint relied on it: damage.
-    assert_eq!(choose(&two, Lsn(300), none_pass), Some(0));
+    assert_eq!(choose(&two, Lsn(300), 5, none_pass), Some(0));
     // Never further down than the one before the newest: that one is
     // whole by the reuse rule, so its damage is damage.
     let three = [found(7, 400), found(6, 400), found(5, 200)];
-    assert_eq!(choose(&three, Lsn(200), none_pass), Some(1));
+    assert_eq!(choose(&three, Lsn(200), 5, none_pass), Some(1));
     // Nothing to fall back to.
-    assert_eq!(choose(&two[..1], Lsn(100), none_pass), Some(0));
+    assert_eq!(choose(&two[..1], Lsn(100), 5, none_pass), Some(0));
+    // Never to one older than the control file's `deferred_manifest`: the
+    // manifest it relied on was reused, so the newest was durable.
+    assert_eq!(choose(&two, Lsn(100), 6, none_pass), Some(0));
+    let gap = [found(7, 400), found(5, 200)];
+    assert_eq!(choose(&gap, Lsn(200), 6, none_pass), Some(0));
+    assert_eq!(choose(&gap, Lsn(200), 5, none_pass), Some(1));
 }
 
 #[test]

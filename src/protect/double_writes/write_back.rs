@@ -327,9 +327,11 @@ fn entry_of(id: PageId, copy: DeferredCopy) -> ManifestEntry {
 /// the file may not vanish at a power loss, as the crash laboratory
 /// found). Recovery has restored what the file held where a data page
 /// needed it, and fsynced those restores, so the opening writes an empty
-/// manifest to the lowest slot that holds no page of the manifest
-/// recovery took (which stays whole until this one is durable), fsyncs
-/// it, and cuts the file just past it. An older build's manifest files go
+/// manifest to the lowest slot that neither holds a page of the manifest
+/// recovery took nor is named by it (that manifest stays whole and
+/// passing until this one is durable: else a tear here would make the
+/// next recovery fall back past it), fsyncs it, and cuts the file just
+/// past it. An older build's manifest files go
 /// after that.
 pub(super) fn open_deferred_file(
     fs: &dyn FileSystem,
@@ -352,7 +354,7 @@ pub(super) fn open_deferred_file(
         entries: Vec::new(),
     };
     let slot = (0..)
-        .find(|s| !start.keep_slots.contains(s))
+        .find(|s| start.keep_slots.binary_search(s).is_err())
         .expect("a slot outside a finite list");
     let [page] = &empty.encode_pages(owner)[..] else {
         unreachable!("an empty manifest is one page")

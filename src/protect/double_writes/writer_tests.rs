@@ -428,8 +428,8 @@ fn a_checkpoint_names_every_deferred_page_in_a_durable_manifest() {
     assert_eq!(page_lsn(&file[at..at + PS]), Lsn(100));
     assert_eq!(s.dw.durable_manifest(), m.seq, "for the control file");
     // Another opening writes an empty manifest above the one recovery
-    // took, in the lowest slot that holds none of its pages, and cuts the
-    // file there.
+    // took, in the lowest slot that holds none of its pages (and is named
+    // by none of its entries), and cuts the file there.
     let kept = newest_manifest_at(&s.dir).slots;
     drop(s.dw);
     let recovered = AreaStart {
