@@ -236,12 +236,7 @@ impl DoubleWrites {
         };
         let pages = list.encode_list_pages(self.owner);
         let slots = self.deferred.take_list_slots(claimed, pages.len());
-        let mut images: Vec<(u32, &[u8])> = slots
-            .iter()
-            .zip(&pages)
-            .map(|(&slot, page)| (slot, page.as_slice()))
-            .collect();
-        images.sort_unstable_by_key(|i| i.0);
+        let images = in_slot_order(&slots, &pages);
         self.write_slots(&images, who)
     }
 
@@ -268,12 +263,7 @@ impl DoubleWrites {
         };
         let pages = m.encode_pages(self.owner);
         let slots = self.deferred.take_manifest_slots(pages.len());
-        let mut images: Vec<(u32, &[u8])> = slots
-            .iter()
-            .zip(&pages)
-            .map(|(&slot, page)| (slot, page.as_slice()))
-            .collect();
-        images.sort_unstable_by_key(|i| i.0);
+        let images = in_slot_order(&slots, &pages);
         // Every copy named was written before the snapshot: this one
         // fsync makes them and the manifest durable together.
         let written = self
@@ -387,4 +377,16 @@ pub(super) struct DeferredFile {
     pub slots: Arc<dyn File>,
     pub manifest_slot: u32,
     pub manifest_seq: u64,
+}
+
+/// Pages paired with the slots they go to, in slot order (one sorted pass
+/// over `dw/deferred`).
+fn in_slot_order<'a>(slots: &[u32], pages: &'a [Vec<u8>]) -> Vec<(u32, &'a [u8])> {
+    let mut images: Vec<(u32, &[u8])> = slots
+        .iter()
+        .zip(pages)
+        .map(|(&slot, page)| (slot, page.as_slice()))
+        .collect();
+    images.sort_unstable_by_key(|i| i.0);
+    images
 }
