@@ -28,7 +28,9 @@
 //! that the freed slots take the checkpoint's own copies. Shutdowns and
 //! switches write back all.
 //! A write-back uses the fsynced slots as the pages' double-write copies
-//! and frees them only after the data files' fsync. It names them first
+//! and frees them only after the data files' fsync, but for a page written
+//! in place from a newer version meanwhile: that version's durable copy
+//! in the area stands in for the slot. It names them first
 //! in a write-back list with their CRC-32C ([`Claimed::list_slots`]):
 //! recovery uses a slot no manifest names only where a list does, since a
 //! slot rewritten by a later eviction and torn may pass a 16-bit page
@@ -60,19 +62,25 @@
 //!   reader that finds the slot's copy changed knows to look again.
 //! - A slot a durable manifest names, or holds a page of, is never handed
 //!   out again before a later manifest that does not is durable.
-//! - Write-backs run one at a time (`order`): two versions of one page are
-//!   never on their way in place at once, so the newest lands last.
+//! - Write-backs run one at a time (`order`), and a newer version's
+//!   in-place write ([`DeferredPages::supersede`]) waits for a write-back
+//!   batch holding the page `in_flight`, and takes a page not yet in one
+//!   out of the claim: two versions of one page are never on their way in
+//!   place at once, so the newest lands last.
 //! - A page leaves `writing_back` only after its in-place write returned,
-//!   so a reader who no longer finds it finds it in the data file.
+//!   or as its newer version goes in place, so a reader who no longer
+//!   finds it finds it in the data file or the pool.
 //! - A slot a write-back claimed, and a slot of its list, is handed out
 //!   again only after the write-back's data-file fsyncs returned, or,
 //!   after a failed write-back, once a later manifest is durable: until
-//!   then an in-place write from it may be torn.
+//!   then an in-place write from it may be torn. A claimed slot whose page
+//!   a newer version went in place over goes at once: that version's copy
+//!   in the area is durable, and stands in for the slot.
 
 use crate::buffer::{PageId, PageMap, PageSet};
 use crate::lsn::Lsn;
 use crate::protect::double_writes::slot_set::SlotSet;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::HashSet;
 
 /// A deferred page's newest copy in the deferred file.
@@ -102,6 +110,8 @@ struct Slots {
     era: u64,
     /// Claimed by the write-back in progress.
     writing_back: PageMap<DeferredCopy>,
+    /// Claimed pages of the write-back's batch being written in place now.
+    in_flight: PageSet,
     /// Freed slots, reused lowest first.
     free: SlotSet,
     /// Slots `0..used` were handed out at least once.
@@ -165,7 +175,11 @@ pub struct DeferredPages {
     /// The most slots the file may have (`AreaSettings::deferred_slots`).
     capacity: u32,
     slots: Mutex<Slots>,
+    /// Held by a write-back from its claim to its end, naps included: only
+    /// write-backs and `forget_file` (a drop) wait for it, never a write.
     order: Mutex<()>,
+    /// Signalled as a write-back batch's in-place writes return.
+    landed: Condvar,
 }
 
 /// A write-back in progress: the pages claimed, sorted by page, and the
@@ -178,12 +192,30 @@ pub struct Claimed<'a> {
     pub list_slots: Vec<u32>,
 }
 
+/// A write-back batch in flight: a newer version of one of its pages
+/// waits to go in place until this drops ([`DeferredPages::supersede`]).
+pub struct InFlight<'a> {
+    deferred: &'a DeferredPages,
+    pub pages: Vec<(PageId, DeferredCopy)>,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut s = self.deferred.slots.lock();
+        for (id, _) in &self.pages {
+            s.in_flight.remove(id);
+        }
+        self.deferred.landed.notify_all();
+    }
+}
+
 impl DeferredPages {
     pub fn new(capacity: u32) -> DeferredPages {
         DeferredPages {
             capacity,
             slots: Mutex::new(Slots::default()),
             order: Mutex::new(()),
+            landed: Condvar::new(),
         }
     }
 
@@ -228,26 +260,31 @@ impl DeferredPages {
 
     /// Pages `ids` are about to be written in place from newer versions (a
     /// checkpoint's, a page without a slot): their deferred copies become
-    /// obsolete. Waits out a write-back in progress, which may be writing
-    /// an older version of one of them that must land first. Returns how
-    /// many copies were dropped.
+    /// obsolete, claimed ones too. Waits only for a write-back batch
+    /// writing an older version of one of them, which must land first: a
+    /// write-back naps between batches, and the caller holds its frames'
+    /// I/O locks. A claimed page not yet in a batch is taken out of the
+    /// claim, so the write-back skips it. Returns how many copies were
+    /// dropped.
     pub fn supersede(&self, ids: impl Iterator<Item = PageId> + Clone) -> usize {
-        {
-            let s = self.slots.lock();
-            if s.live.is_empty() && s.writing_back.is_empty()
-                || !ids
-                    .clone()
-                    .any(|id| s.live.contains_key(&id) || s.writing_back.contains_key(&id))
-            {
-                return 0;
-            }
-        }
-        let _order = self.order.lock();
         let mut s = self.slots.lock();
+        if s.live.is_empty() && s.writing_back.is_empty() {
+            return 0;
+        }
+        while ids.clone().any(|id| s.in_flight.contains(&id)) {
+            self.landed.wait(&mut s);
+        }
+        // A claimed copy's slot may go now: the newer version's copy in
+        // the area is durable (the caller's contract), so it stands in
+        // for the slot if the write-back's in-place write tears.
         let mut dropped = 0;
         for id in ids {
             if let Some(old) = s.live.remove(&id) {
                 s.release(old.copy.slot);
+                dropped += 1;
+            }
+            if let Some(old) = s.writing_back.remove(&id) {
+                s.release(old.slot);
                 dropped += 1;
             }
         }
@@ -371,6 +408,24 @@ impl DeferredPages {
     fn drop_list(s: &mut Slots, claimed: &Claimed<'_>) {
         s.list_pages
             .retain(|slot| !claimed.list_slots.contains(slot));
+    }
+
+    /// The next batch of a write-back: the pages of `batch` still claimed
+    /// (not superseded), in flight until the returned guard drops, after
+    /// their in-place writes returned.
+    pub fn start_batch(&self, batch: &[(PageId, DeferredCopy)]) -> InFlight<'_> {
+        let mut s = self.slots.lock();
+        assert!(s.in_flight.is_empty(), "one write-back batch at a time");
+        let pages: Vec<(PageId, DeferredCopy)> = batch
+            .iter()
+            .filter(|(id, c)| s.writing_back.get(id) == Some(c))
+            .copied()
+            .collect();
+        s.in_flight.extend(pages.iter().map(|p| p.0));
+        InFlight {
+            deferred: self,
+            pages,
+        }
     }
 
     /// The write-back's in-place writes are durable (its data files

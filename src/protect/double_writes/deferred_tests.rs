@@ -310,3 +310,50 @@ fn after_a_failed_write_back_its_list_and_replaced_slots_wait_for_a_manifest() {
         "{free:?}"
     );
 }
+
+#[test]
+fn a_claimed_page_written_in_place_newer_leaves_the_write_back() {
+    let d = DeferredPages::new(8);
+    let a = store(&d, page(1), 10).unwrap();
+    store(&d, page(2), 20).unwrap();
+    let claimed = d.claim_all();
+    let first = d.start_batch(&claimed.pages[..1]);
+    assert_eq!(first.pages, vec![(page(1), a)]);
+    drop(first);
+    // Page 1 landed, page 2 is in no batch yet: neither waits.
+    assert_eq!(d.supersede([page(1), page(2)].into_iter()), 2);
+    assert_eq!((d.lookup(page(1)), d.lookup(page(2))), (None, None));
+    let second = d.start_batch(&claimed.pages[1..]);
+    assert!(
+        second.pages.is_empty(),
+        "the old page 2 goes in place no more"
+    );
+    drop(second);
+    d.finish(claimed);
+    // Their slots were freed once, by the supersede.
+    assert_eq!(d.take_slots(3), vec![Some(0), Some(1), Some(2)]);
+}
+
+#[test]
+fn a_newer_version_waits_for_the_batch_writing_an_older_one() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let d = DeferredPages::new(8);
+    store(&d, page(1), 10).unwrap();
+    let claimed = d.claim_all();
+    let batch = d.start_batch(&claimed.pages);
+    let landed = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let newer = sc.spawn(|| {
+            let dropped = d.supersede([page(1)].into_iter());
+            (dropped, landed.load(SeqCst))
+        });
+        // Room for a supersede that does not wait to return first (it is
+        // caught then); one that waits never fails here.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        landed.store(true, SeqCst);
+        drop(batch);
+        assert_eq!(newer.join().unwrap(), (1, true), "returned after the batch");
+    });
+    d.finish(claimed);
+    assert!(d.is_empty());
+}

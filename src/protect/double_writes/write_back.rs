@@ -145,8 +145,9 @@ impl DoubleWrites {
     /// one fsync of `dw/deferred` makes both durable before any in-place
     /// write, recovery reads them back, and they are freed only once their
     /// data files are fsynced after the in-place writes (see the module
-    /// doc of `deferred`). Returns the pages written back; on an error
-    /// they stay deferred.
+    /// doc of `deferred`). Returns the pages written back (not those a
+    /// newer version went in place over meanwhile); on an error they stay
+    /// deferred.
     pub(super) fn write_back_deferred(
         &self,
         who: Issuer,
@@ -182,22 +183,29 @@ impl DoubleWrites {
             // before any in-place write relies on them.
             self.deferred_file.sync_all(who)?;
             w.stats.deferred_fsyncs.fetch_add(1, Relaxed);
-            let mut done = 0;
+            let (mut done, mut written) = (0, 0);
             for chunk in claimed.pages.chunks(self.max_batch()) {
-                images.resize(chunk.len() * ps, 0);
-                for (&(id, copy), image) in chunk.iter().zip(images.chunks_exact_mut(ps)) {
+                // In flight until written: a newer version of one of these
+                // waits to go in place, and one that went first is left out.
+                let batch = self.deferred.start_batch(chunk);
+                images.resize(batch.pages.len() * ps, 0);
+                for (&(id, copy), image) in batch.pages.iter().zip(images.chunks_exact_mut(ps)) {
                     self.read_copy(copy, image, who)?;
                     if !self.is_copy_of(image, id, copy) {
                         return Err(self.bad_copy(id, copy, "before its deferred in-place write"));
                     }
                 }
                 // Sorted by page, as claimed.
-                let pages: Vec<(PageId, &[u8])> = chunk
+                let pages: Vec<(PageId, &[u8])> = batch
+                    .pages
                     .iter()
                     .zip(images.chunks_exact(ps))
                     .map(|(&(id, _), image)| (id, image))
                     .collect();
                 self.files.write_in_place(&pages, who)?;
+                written += pages.len();
+                // Landed before the nap: nobody waits on a nap.
+                drop(batch);
                 done += chunk.len();
                 progress(done);
             }
@@ -205,7 +213,7 @@ impl DoubleWrites {
             // durable: fsync before the slots go back to the free list.
             let marks = self.marks_of(claimed.pages.iter().map(|p| p.0));
             sync_files(&marks, who, &w.stats.slot_syncs)?;
-            Ok(claimed.pages.len())
+            Ok(written)
         })();
         drop(images);
         match written {

@@ -1,7 +1,13 @@
 //! Deferred pages against what runs beside them: a table dropped while an
-//! eviction stores one of its pages.
+//! eviction stores one of its pages, a client writing in place while a
+//! paced write-back naps.
 
 use super::*;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Only a guard against a hang: nothing here waits on time otherwise.
+const HANG: Duration = Duration::from_secs(60);
 
 /// `drop_table` forgets the file's deferred pages (`discard_file`), then
 /// removes its segments. An eviction that copied one of its pages before
@@ -23,4 +29,73 @@ fn a_page_stored_after_its_file_was_forgotten_is_dropped_at_publish() {
         !s.files.ids_on_disk().unwrap().contains(&7),
         "the dropped file was created again"
     );
+}
+
+/// A paced write-back naps between its batches (`progress` runs the
+/// checkpoint's `schedule.pause`). A page written in place meanwhile from
+/// a newer version waits only for a batch holding an older version of it
+/// in flight, never for a nap: it waited out the whole write-back while
+/// its writer held frame I/O locks (issue 34, part 3, item 5). Here the
+/// write-back is held at its first nap while a client writes in place
+/// three pages: one written back already, one claimed and not yet
+/// written, one never claimed.
+#[test]
+fn a_write_in_place_does_not_wait_for_a_napping_write_back() {
+    // Three pages per write-back batch; five slots.
+    let s = setup_area(AreaSettings {
+        deferred_slots: 5,
+        ..area(8, 8, true)
+    });
+    assert_eq!(s.dw.max_batch(), 3);
+    s.files
+        .get(7)
+        .unwrap()
+        .write_pages(0, &[page(7, 0, 1).bytes()], Issuer::Client)
+        .unwrap();
+    let old: Vec<PageCopy> = (1..=4).map(|b| page(7, b, 100 + b as u64)).collect();
+    write(&s, &old, Issuer::Client);
+    // A checkpoint starts: page 5, stored after, is not cold, and stays.
+    s.dw.begin_checkpoint(false);
+    write(&s, &[page(7, 5, 105)], Issuer::Client);
+    assert!(!s.dw.deferred.has_room_for(1), "the file is full");
+    let s = &s;
+    std::thread::scope(|sc| {
+        // Inside the scope: a failed expect drops `go_tx` before the scope
+        // joins, which releases the write-back.
+        let (paused_tx, paused_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let write_back = sc.spawn(move || {
+            s.dw.write_back_paced(Issuer::Checkpointer, &mut |done| {
+                if done == 3 {
+                    paused_tx.send(()).unwrap();
+                    // Also released when the test fails and drops `go_tx`.
+                    let _ = go_rx.recv();
+                }
+            })
+        });
+        paused_rx.recv_timeout(HANG).expect("the first nap");
+        assert_eq!(lsn_in_place(s, 1), Some(101), "batch one is in place");
+        assert_eq!(lsn_in_place(s, 4), None, "batch two is not");
+        // No slot is free: the newer versions go through the area.
+        let (done_tx, done_rx) = mpsc::channel();
+        sc.spawn(move || {
+            let newer = [page(7, 1, 201), page(7, 4, 204), page(7, 5, 205)];
+            write(s, &newer, Issuer::Client);
+            let _ = done_tx.send(());
+        });
+        done_rx
+            .recv_timeout(HANG)
+            .expect("the writes in place end while the write-back naps");
+        go_tx.send(()).unwrap();
+        let written = write_back.join().unwrap().unwrap();
+        assert_eq!(written, 3, "pages 1 to 3; page 4 went in place newer");
+    });
+    let in_place = [1, 2, 3, 4, 5].map(|b| lsn_in_place(s, b));
+    assert_eq!(
+        in_place,
+        [Some(201), Some(102), Some(103), Some(204), Some(205)],
+        "no older version lands over a newer one"
+    );
+    assert_eq!(s.dw.deferred_pages(), 0);
+    assert_eq!((1..=5).find_map(|b| lsn_read(s, b)), None);
 }
