@@ -5,7 +5,8 @@
 //!   must then refuse every commit and checkpoint (after "fsyncgate", a
 //!   retried fsync may report success over dropped writes), and after the
 //!   crash nothing acknowledged may be missing.
-//! - `enospc`: a data file or the WAL is full. The caller must get a clear
+//! - `enospc`: a data file, the WAL or (double writes) `dw/deferred` is
+//!   full. The caller must get a clear
 //!   error (disk full); once space returns, work must go on, at worst after
 //!   reopening the database; nothing acknowledged may be missing.
 //! - `bitflip`: after the oracle's check, a bit of a data page flips at
@@ -30,7 +31,7 @@ use crate::db::{key_u64, Database};
 use crate::error::Error;
 use crate::file::segmented::parse_segment_name;
 use crate::file::{FileKind, FileSystem};
-use crate::settings::ChecksumAlgorithm;
+use crate::settings::{ChecksumAlgorithm, TornPageProtection};
 use crate::verify::verify_database;
 use std::path::Path;
 use std::sync::atomic::Ordering::SeqCst;
@@ -206,6 +207,11 @@ pub fn disk_full(it: &mut Iteration, db: Database, t: &Tables) -> Outcome {
         txns = 2000;
         let segment = it.base.options.creation.or_defaults().wal_segment_size;
         (FileKind::Wal, it.rng.below(segment))
+    } else if it.mode == TornPageProtection::DoubleWrites && it.rng.chance(0.4) {
+        // The area is preallocated; `dw/deferred` grows as slots are
+        // first used, so evictions and checkpoints meet the full disk
+        // there (review item 3 of issue 34): they must go on unharmed.
+        (FileKind::DoubleWrite, it.rng.below(txns * ps / 4 + ps))
     } else {
         (FileKind::Data, it.rng.below(txns * ps / 2 + ps))
     };

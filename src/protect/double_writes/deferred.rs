@@ -132,6 +132,14 @@ struct Slots {
     pending: Vec<u32>,
     /// Files dropped in this opening ([`DeferredPages::forget_file`]).
     forgotten: HashSet<u32>,
+    /// Slots `0..allocated` have room on the disk (the file's length at
+    /// the opening, then what `allocate` added): a write there cannot
+    /// fail for a full disk.
+    allocated: u32,
+    /// Slots of that room page images leave to manifest and list pages.
+    reserve: u32,
+    /// The disk refused more room in this checkpoint cycle.
+    growth_refused: bool,
 }
 
 impl Slots {
@@ -157,6 +165,18 @@ impl Slots {
     /// manifest.
     fn taken(&self) -> usize {
         self.used as usize - self.free.len() - self.manifest_pages()
+    }
+
+    /// A slot for a page image, leaving `reserve` slots of the allocated
+    /// room (free, or not yet handed out) to manifests and lists: on a
+    /// full disk evictions go to the area, and a checkpoint still finds
+    /// room for its manifest.
+    fn take_image(&mut self, capacity: u32) -> Option<u32> {
+        let spare = self.free.len() + self.allocated.saturating_sub(self.used) as usize;
+        if spare <= self.reserve as usize {
+            return None;
+        }
+        self.take(capacity.min(self.allocated))
     }
 
     fn take(&mut self, capacity: u32) -> Option<u32> {
@@ -210,10 +230,15 @@ impl Drop for InFlight<'_> {
 }
 
 impl DeferredPages {
+    /// Slots for at most `capacity` page images, with no bound from the
+    /// disk until [`Self::opened_with_manifest_at`] says the file's size.
     pub fn new(capacity: u32) -> DeferredPages {
         DeferredPages {
             capacity,
-            slots: Mutex::new(Slots::default()),
+            slots: Mutex::new(Slots {
+                allocated: u32::MAX,
+                ..Slots::default()
+            }),
             order: Mutex::new(()),
             landed: Condvar::new(),
         }
@@ -224,7 +249,41 @@ impl DeferredPages {
     pub fn take_slots(&self, n: usize) -> Vec<Option<u32>> {
         let mut s = self.slots.lock();
         let capacity = self.capacity.saturating_add(s.manifest_pages() as u32);
-        (0..n).map(|_| s.take(capacity)).collect()
+        (0..n).map(|_| s.take_image(capacity)).collect()
+    }
+
+    /// The room to allocate, as slots `from..to`, before `n` page images
+    /// are stored: none if the allocated room holds them and the reserve.
+    /// It grows by at least `step` slots at a time, and never past the
+    /// capacity and the reserve.
+    pub fn room_wanted(&self, n: usize, step: u32) -> Option<(u32, u32)> {
+        let s = self.slots.lock();
+        if s.allocated == u32::MAX || s.growth_refused {
+            return None;
+        }
+        let growth = n.saturating_sub(s.free.len()) as u32;
+        let most = self.capacity.saturating_add(s.manifest_pages() as u32);
+        let images_end = s.used.saturating_add(growth).min(most);
+        let wanted = images_end.saturating_add(s.reserve);
+        if wanted <= s.allocated {
+            return None;
+        }
+        let to = wanted
+            .max(s.allocated.saturating_add(step))
+            .min(most.saturating_add(s.reserve));
+        (to > s.allocated).then_some((s.allocated, to))
+    }
+
+    /// The disk is full: no more room is asked for until the next
+    /// checkpoint begins ([`Self::next_era`]).
+    pub fn growth_refused(&self) {
+        self.slots.lock().growth_refused = true;
+    }
+
+    /// Slots below `to` have room on the disk now.
+    pub fn allocated_up_to(&self, to: u32) {
+        let mut s = self.slots.lock();
+        s.allocated = s.allocated.max(to);
     }
 
     /// Slots taken for a store that failed: free again.
@@ -307,15 +366,19 @@ impl DeferredPages {
         slots
     }
 
-    /// An opening wrote its empty manifest to `slot` and cut the file just
-    /// past it: every slot below is free, and `slot` holds the durable
-    /// manifest's page.
-    pub fn opened_with_manifest_at(&self, slot: u32) {
+    /// An opening wrote its empty manifest to `slot` of a file `slots`
+    /// long, on disk: every other slot is free, `slot` holds the durable
+    /// manifest's page, and `reserve` slots of the file's room are kept
+    /// for manifest and list pages.
+    pub fn opened_with_manifest_at(&self, slot: u32, slots: u32, reserve: u32) {
         let mut s = self.slots.lock();
         assert!(s.used == 0 && s.live.is_empty(), "at an opening");
-        s.used = slot + 1;
-        s.free = (0..slot).collect();
+        assert!(slot < slots, "the manifest lies in the file");
+        s.used = slots;
+        s.free = (0..slots).filter(|&f| f != slot).collect();
         s.manifest_pages_durable = vec![slot];
+        s.allocated = slots;
+        s.reserve = reserve;
     }
 
     /// Where page `id`'s newest copy lies, if its in-place write waits.
@@ -345,7 +408,9 @@ impl DeferredPages {
     /// A checkpoint starts: copies stored from now on are of its era, and
     /// those stored before are cold unless stored again.
     pub fn next_era(&self) {
-        self.slots.lock().era += 1;
+        let mut s = self.slots.lock();
+        s.era += 1;
+        s.growth_refused = false;
     }
 
     /// Claims every page deferred now for a write-back, sorted by page. A

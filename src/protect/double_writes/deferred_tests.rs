@@ -221,7 +221,8 @@ fn a_page_unclaimed_after_a_failed_write_back_is_cold() {
 #[test]
 fn a_manifests_pages_keep_their_slots_until_the_next_is_durable_and_take_no_room() {
     let d = DeferredPages::new(2);
-    d.opened_with_manifest_at(1);
+    d.opened_with_manifest_at(1, 2, 0);
+    d.allocated_up_to(100);
     // Slot 1 holds the opening's manifest: pages get slot 0, then 2.
     let a = store(&d, page(1), 10).unwrap();
     let b = store(&d, page(2), 11).unwrap();
@@ -356,4 +357,28 @@ fn a_newer_version_waits_for_the_batch_writing_an_older_one() {
     });
     d.finish(claimed);
     assert!(d.is_empty());
+}
+
+#[test]
+fn page_images_leave_the_reserve_of_the_allocated_room_to_manifests() {
+    let d = DeferredPages::new(100);
+    // A file of 10 slots, its manifest in slot 0, 3 slots kept back.
+    d.opened_with_manifest_at(0, 10, 3);
+    assert_eq!(d.room_wanted(1, 4), Some((10, 14)), "room for one more");
+    // The disk refused it: images stop where 3 spare slots remain.
+    d.growth_refused();
+    assert_eq!(d.room_wanted(1, 4), None, "not asked again this cycle");
+    let got: Vec<u32> = (0..8)
+        .filter_map(|i| store(&d, page(i), 10 + i as u64))
+        .map(|c| c.slot)
+        .collect();
+    assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+    d.snapshot_for_manifest();
+    assert_eq!(d.take_manifest_slots(3), [7, 8, 9], "inside the room");
+    d.manifest_written(true);
+    // The next checkpoint asks again; the room grew.
+    d.next_era();
+    assert_eq!(d.room_wanted(1, 4), Some((10, 14)));
+    d.allocated_up_to(14);
+    assert_eq!(store(&d, page(50), 60).map(|c| c.slot), Some(0));
 }

@@ -24,6 +24,10 @@ use std::sync::Arc;
 /// of it, and a checkpoint's run of slots is background work.
 pub const DEFERRED_WRITE_BYTES: usize = 64 * 1024;
 
+/// `dw/deferred` grows on the disk by at least this many slots at a time:
+/// one `fallocate` per 64 first uses of a slot.
+const DEFERRED_GROWTH_SLOTS: u32 = 64;
+
 impl DoubleWrites {
     /// Stores the pages of `pages` that `deferred` marks in slots of the
     /// deferred file; a page that gets no slot (the file is full) is marked
@@ -36,6 +40,7 @@ impl DoubleWrites {
         who: Issuer,
     ) -> Result<()> {
         let wanted: Vec<usize> = (0..pages.len()).filter(|&i| deferred[i]).collect();
+        self.make_deferred_room(wanted.len(), who)?;
         let slots = self.deferred.take_slots(wanted.len());
         let mut stored: Vec<(u32, usize)> = Vec::with_capacity(wanted.len());
         for (&i, slot) in wanted.iter().zip(slots) {
@@ -68,6 +73,32 @@ impl DoubleWrites {
         w.stats.deferred.fetch_add(copies.len() as u64, Relaxed);
         w.stats.obsolete.fetch_add(obsolete as u64, Relaxed);
         Ok(())
+    }
+
+    /// Allocates room in `dw/deferred` on the disk for `n` more page
+    /// images and the manifest and list pages after them, ahead of the
+    /// writes: on a full disk evictions then go to the area (preallocated
+    /// whole) and a checkpoint's manifest still finds room, where a write
+    /// growing the file failed the eviction (a client's read) or the
+    /// opening (issue 34, review item 3).
+    fn make_deferred_room(&self, n: usize, who: Issuer) -> Result<()> {
+        let Some((from, to)) = self.deferred.room_wanted(n, DEFERRED_GROWTH_SLOTS) else {
+            return Ok(());
+        };
+        let ps = self.page_size as u64;
+        let len = u64::from(to - from) * ps;
+        match self.deferred_file.allocate(u64::from(from) * ps, len, who) {
+            Ok(()) => {
+                self.deferred.allocated_up_to(to);
+                Ok(())
+            }
+            Err(e) if e.is_disk_full() => {
+                // Tried again once the next checkpoint begins.
+                self.deferred.growth_refused();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Writes `images` (sorted by slot) to their slots: a run of
@@ -298,7 +329,10 @@ impl DoubleWrites {
         if piece == 0 {
             return Ok(());
         }
-        let len = self.deferred_file.len()?;
+        // Past the slots handed out lies room allocated ahead: nothing
+        // written there.
+        let used = u64::from(self.deferred.slots_used()) * self.page_size as u64;
+        let len = self.deferred_file.len()?.min(used);
         let mut offset = 0;
         while offset < len {
             let n = piece.min(len - offset);
@@ -307,6 +341,14 @@ impl DoubleWrites {
         }
         Ok(())
     }
+}
+
+/// Slots of `dw/deferred`'s room that page images leave free for the
+/// pages of a manifest and a write-back list naming `capacity` pages each,
+/// and the durable manifest's page.
+pub(super) fn manifest_reserve(capacity: u32, page_size: usize) -> u32 {
+    let one = manifest::pages_for(capacity as usize, page_size) as u32;
+    2 * one + 1
 }
 
 /// Names `copy` of page `id` in a manifest or a write-back list.
@@ -328,14 +370,17 @@ fn entry_of(id: PageId, copy: DeferredCopy) -> ManifestEntry {
 /// manifest to the lowest slot that neither holds a page of the manifest
 /// recovery took nor is named by it (that manifest stays whole and
 /// passing until this one is durable: else a tear here would make the
-/// next recovery fall back past it), fsyncs it, and cuts the file just
-/// past it. An older build's manifest files go
-/// after that.
+/// next recovery fall back past it) and fsyncs it. The file keeps its
+/// length, up to `most_slots`: its room on disk is what lets a checkpoint
+/// after a crash store its pages on a full disk (an opening that cut it
+/// had to grow it again, and failed there). An older build's manifest
+/// files go after that.
 pub(super) fn open_deferred_file(
     fs: &dyn FileSystem,
     dir: &Path,
     owner: ManifestOwner,
     start: &ManifestStart,
+    most_slots: u32,
     who: Issuer,
 ) -> Result<DeferredFile> {
     let area_dir = dir.join(AREA_DIR);
@@ -360,7 +405,12 @@ pub(super) fn open_deferred_file(
     let page_size = owner.page_size as u64;
     file.write_at(page, slot as u64 * page_size, who)?;
     file.sync_all(who)?;
-    file.set_len((slot as u64 + 1) * page_size, who)?;
+    let had = u32::try_from(file.len()? / page_size).unwrap_or(u32::MAX);
+    let slots = had.min(most_slots).max(slot + 1);
+    if u64::from(slots) * page_size != file.len()? {
+        // Only ever shorter: the manifest's slot lies in the file.
+        file.set_len(u64::from(slots) * page_size, who)?;
+    }
     let mut removed = false;
     for legacy in 0..2 {
         let path = manifest::legacy_manifest_path(dir, legacy);
@@ -376,15 +426,17 @@ pub(super) fn open_deferred_file(
         slots: file,
         manifest_slot: slot,
         manifest_seq: seq,
+        len_slots: slots,
     })
 }
 
 /// `dw/deferred` as an opening left it: its empty manifest, with sequence
-/// `manifest_seq`, in slot `manifest_slot`, the file's last.
+/// `manifest_seq`, in slot `manifest_slot` of `len_slots`.
 pub(super) struct DeferredFile {
     pub slots: Arc<dyn File>,
     pub manifest_slot: u32,
     pub manifest_seq: u64,
+    pub len_slots: u32,
 }
 
 /// Pages paired with the slots they go to, in slot order (one sorted pass

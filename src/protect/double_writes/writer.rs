@@ -191,10 +191,19 @@ impl DoubleWrites {
             page_size: page_size as u32,
             system_id,
         };
-        let opened =
-            write_back::open_deferred_file(fs, dir, owner, &start.manifest, Issuer::Recovery)?;
+        let reserve = write_back::manifest_reserve(settings.deferred_slots, page_size);
+        let opened = write_back::open_deferred_file(
+            fs,
+            dir,
+            owner,
+            &start.manifest,
+            // What `room_wanted` may allocate: the images, the manifest
+            // and list pages among them, and the reserve.
+            settings.deferred_slots.saturating_add(2 * reserve),
+            Issuer::Recovery,
+        )?;
         let deferred = DeferredPages::new(settings.deferred_slots);
-        deferred.opened_with_manifest_at(opened.manifest_slot);
+        deferred.opened_with_manifest_at(opened.manifest_slot, opened.len_slots, reserve);
         Ok(DoubleWrites {
             dir: dir.to_path_buf(),
             files,

@@ -8,21 +8,21 @@ use crate::settings::ChecksumAlgorithm;
 use crate::{key_u64, Database, Options, Table, TornPageProtection};
 use std::time::Duration;
 
-const PAGE: usize = 8192;
+pub(super) const PAGE: usize = 8192;
 const SECTOR: usize = 512;
-const ROWS: u64 = 400;
+pub(super) const ROWS: u64 = 400;
 
-fn db_dir() -> &'static Path {
+pub(super) fn db_dir() -> &'static Path {
     Path::new("/sim/deferred")
 }
 
-fn deferred_path() -> PathBuf {
+pub(super) fn deferred_path() -> PathBuf {
     db_dir().join("dw").join("deferred")
 }
 
 /// Deferral on and kept across checkpoints; no thread writes pages but
 /// the test's own calls.
-fn options(checksums: ChecksumAlgorithm) -> Options {
+pub(super) fn options(checksums: ChecksumAlgorithm) -> Options {
     let mut o = Options::default();
     o.creation.torn_page_protection = Some(TornPageProtection::DoubleWrites);
     o.creation.data_checksums = Some(checksums);
@@ -40,11 +40,11 @@ fn options(checksums: ChecksumAlgorithm) -> Options {
 }
 
 /// The same length for every version, so a leaf keeps its layout.
-fn value(k: u64, version: u32) -> Vec<u8> {
+pub(super) fn value(k: u64, version: u32) -> Vec<u8> {
     format!("row {k:05} v{version:03};").repeat(6).into_bytes()
 }
 
-fn update_all(db: &Database, t: &Table, version: u32) {
+pub(super) fn update_all(db: &Database, t: &Table, version: u32) {
     let mut tx = db.begin();
     for k in 0..ROWS {
         tx.update(t, &key_u64(k), &value(k, version)).unwrap();
@@ -52,7 +52,7 @@ fn update_all(db: &Database, t: &Table, version: u32) {
     tx.commit().unwrap();
 }
 
-fn create(fs: &SimFileSystem, o: Options) -> (Database, Table) {
+pub(super) fn create(fs: &SimFileSystem, o: Options) -> (Database, Table) {
     let sim: Arc<dyn FileSystem> = Arc::new(fs.clone());
     let db = Database::create_with(sim, Arc::new(IoStats::default()), db_dir(), o).unwrap();
     let t = db.create_table("t").unwrap();
@@ -61,13 +61,13 @@ fn create(fs: &SimFileSystem, o: Options) -> (Database, Table) {
     (db, t)
 }
 
-fn open(fs: &SimFileSystem, o: Options) -> crate::Result<Database> {
+pub(super) fn open(fs: &SimFileSystem, o: Options) -> crate::Result<Database> {
     let sim: Arc<dyn FileSystem> = Arc::new(fs.clone());
     Database::open_with(sim, Arc::new(IoStats::default()), db_dir(), o)
 }
 
 /// Every row reads back at `version`; else the rows that do not.
-fn rows_not_at(db: &Database, t: &Table, version: u32) -> Vec<u64> {
+pub(super) fn rows_not_at(db: &Database, t: &Table, version: u32) -> Vec<u64> {
     let rows = db.begin().scan(t, &[], None, usize::MAX).unwrap();
     assert_eq!(rows.len() as u64, ROWS);
     (0..ROWS)

@@ -14,6 +14,8 @@ mod crash;
 mod directory;
 /// Deferred in-place writes: the holes a review found, as scenarios.
 mod double_write_deferred;
+/// Deferred in-place writes on a full disk: evictions go to the area.
+mod double_write_full_disk;
 /// The crash laboratory on double writes: a slot reused too early caught;
 /// iterations that failed once.
 mod double_write_lab;
