@@ -120,9 +120,11 @@ impl DoubleWrites {
     }
 
     /// Reads page `id` into `buf` from its newest copy, if its in-place
-    /// write is deferred. A copy that does not match means its slot was
-    /// freed and reused under the reader: the lookup is tried again (and
-    /// finds the page in place once its write-back retired it).
+    /// write is deferred. The copy counts only if the lookup still names
+    /// it after the read: else its slot was freed and reused under the
+    /// reader (the bytes may even pass the page checksum, at 16 bits),
+    /// and the lookup is tried again (it finds the page in place once its
+    /// write-back retired it).
     pub(super) fn read_deferred_page(
         &self,
         id: PageId,
@@ -133,15 +135,18 @@ impl DoubleWrites {
             let Some(copy) = self.deferred.lookup(id) else {
                 return Ok(false);
             };
-            self.read_copy(copy, buf, who)?;
-            if self.is_copy_of(buf, id, copy) {
-                let w = &self.shards[shard_of(who).number() as usize];
-                w.stats.reads.fetch_add(1, Relaxed);
-                return Ok(true);
+            let read = self.read_copy(copy, buf, who);
+            let still_named = self.deferred.lookup(id) == Some(copy);
+            if !still_named {
+                continue;
             }
-            if self.deferred.lookup(id) == Some(copy) {
+            read?;
+            if !self.is_copy_of(buf, id, copy) {
                 return Err(self.bad_copy(id, copy, "the page's newest version is unreadable"));
             }
+            let w = &self.shards[shard_of(who).number() as usize];
+            w.stats.reads.fetch_add(1, Relaxed);
+            return Ok(true);
         }
     }
 

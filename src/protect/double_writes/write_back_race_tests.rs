@@ -99,3 +99,84 @@ fn a_write_in_place_does_not_wait_for_a_napping_write_back() {
     assert_eq!(s.dw.deferred_pages(), 0);
     assert_eq!((1..=5).find_map(|b| lsn_read(s, b)), None);
 }
+
+/// Runs `after_read` once, right after the next read of `dw/deferred`
+/// returns, as a thread freeing and reusing the slot would.
+#[derive(Clone, Default)]
+struct AfterRead(Arc<parking_lot::Mutex<Option<Box<dyn FnOnce() + Send>>>>);
+
+struct AfterReadFs(Arc<dyn FileSystem>, AfterRead);
+
+struct AfterReadFile {
+    inner: Arc<dyn File>,
+    hook: AfterRead,
+}
+
+impl File for AfterReadFile {
+    crate::forward_file_methods!(inner: path, kind, write_at, write_vectored_at, sync_all,
+        sync_data, writeback_hint, write_back_and_wait, allocate, set_len, len, try_lock);
+
+    fn read_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<usize> {
+        let n = self.inner.read_at(buf, offset, who)?;
+        if let Some(hook) = self.hook.0.lock().take() {
+            hook();
+        }
+        Ok(n)
+    }
+}
+
+impl FileSystem for AfterReadFs {
+    fn open(
+        &self,
+        path: &Path,
+        kind: FileKind,
+        opts: crate::file::OpenOptions,
+    ) -> Result<Arc<dyn File>> {
+        let inner = self.0.open(path, kind, opts)?;
+        Ok(match kind {
+            FileKind::DoubleWrite => Arc::new(AfterReadFile {
+                inner,
+                hook: self.1.clone(),
+            }),
+            _ => inner,
+        })
+    }
+    crate::forward_file_system_methods!(0: rename, remove, sync_dir, create_dir_all, exists,
+        list_dir, sector_size);
+}
+
+/// Issue 34, review item 6: a read of a deferred page counted the bytes
+/// it read if they passed the page's checks, without asking whether the
+/// slot was still the page's copy after the read. Here the page's copy is
+/// retired while its read is under way (its newer version went in place,
+/// as a write-back or a supersede does): the read must not return the old
+/// version, but look again and find the page in place.
+#[test]
+fn a_deferred_read_counts_only_a_copy_still_named_after_it() {
+    let hook = AfterRead::default();
+    let layer = hook.clone();
+    let s = setup_area_on(area(8, 8, true), move |fs| Arc::new(AfterReadFs(fs, layer)));
+    s.files
+        .get(7)
+        .unwrap()
+        .write_pages(0, &[page(7, 0, 1).bytes()], Issuer::Client)
+        .unwrap();
+    write(&s, &[page(7, 1, 100)], Issuer::Client);
+    assert_eq!(lsn_read(&s, 1), Some(100));
+    // The newer version lands in place, then the copy is superseded: the
+    // order a write in place keeps.
+    let newer = page(7, 1, 200);
+    let files = s.files.clone();
+    let s = Arc::new(s);
+    let dw = s.clone();
+    *hook.0.lock() = Some(Box::new(move || {
+        files
+            .get(7)
+            .unwrap()
+            .write_pages(1, &[newer.bytes()], Issuer::Client)
+            .unwrap();
+        assert_eq!(dw.dw.deferred.supersede([PageId::new(7, 1)].into_iter()), 1);
+    }));
+    assert_eq!(lsn_read(&s, 1), None, "not the old copy: read it in place");
+    assert_eq!(lsn_in_place(&s, 1), Some(200));
+}
