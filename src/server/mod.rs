@@ -155,6 +155,8 @@ impl Server {
         let open = self.open.clone();
         std::thread::Builder::new()
             .name(format!("untorn-conn-{id}"))
+            // Deep enough for the deepest expression the limits let through.
+            .stack_size(self.sql.limits().stack_bytes())
             .spawn(move || {
                 if let Err(e) = serve_connection(stream, handlers) {
                     tracing::debug!("connection {id} ended: {e}");

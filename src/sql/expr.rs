@@ -1,6 +1,7 @@
 //! Expressions: converted from the parser's AST against a table's
 //! columns, typed (which also infers parameter types), and evaluated.
 
+use super::limits::Limits;
 use super::types::{codes, SqlError, SqlType, Value};
 use sqlparser::ast::{self, BinaryOperator as B, UnaryOperator as U};
 
@@ -47,6 +48,8 @@ pub struct Scope<'a> {
     /// Parameters the client declared (their types are fixed).
     pub declared: &'a [Option<SqlType>],
     pub sql: &'a str,
+    /// Bounds the depth of what `convert` builds.
+    pub limits: &'a Limits,
 }
 
 pub fn ident(i: &ast::Ident) -> String {
@@ -106,9 +109,7 @@ impl Scope<'_> {
             }
             Expr::Column(c) => self.columns[*c].1,
             Expr::Arith(_, a, b) => {
-                let ta = self.type_of(a, SqlType::Unknown);
-                let tb = self.type_of(b, ta);
-                let ta = self.type_of(a, tb);
+                let (ta, tb) = self.type_pair(a, b);
                 if ta == SqlType::Int8 || tb == SqlType::Int8 {
                     SqlType::Int8
                 } else {
@@ -117,9 +118,7 @@ impl Scope<'_> {
             }
             Expr::Neg(a) => self.type_of(a, SqlType::Int4),
             Expr::Cmp(_, a, b) => {
-                let ta = self.type_of(a, SqlType::Unknown);
-                let tb = self.type_of(b, ta);
-                self.type_of(a, tb);
+                self.type_pair(a, b);
                 SqlType::Bool
             }
             Expr::Between(x, lo, hi, _) => {
@@ -145,17 +144,40 @@ impl Scope<'_> {
         }
     }
 
+    /// The types of two operands typed against each other: `b` takes
+    /// `a`'s type as its hint, then `a`, if still unknown, takes `b`'s.
+    /// Only an operand of unknown type (a parameter or a literal, never a
+    /// compound expression) is visited twice, so typing is linear in the
+    /// expression's size.
+    fn type_pair(&mut self, a: &Expr, b: &Expr) -> (SqlType, SqlType) {
+        let ta = self.type_of(a, SqlType::Unknown);
+        let tb = self.type_of(b, ta);
+        if ta == SqlType::Unknown {
+            (self.type_of(a, tb), tb)
+        } else {
+            (ta, tb)
+        }
+    }
+
     /// Converts an AST expression; anything outside the supported shapes
-    /// is 0A000.
+    /// is 0A000, anything nested deeper than `max_expression_depth` 54001.
     pub fn convert(&mut self, e: &ast::Expr) -> Result<Expr, SqlError> {
+        self.convert_at(e, 1)
+    }
+
+    fn convert_at(&mut self, e: &ast::Expr, depth: usize) -> Result<Expr, SqlError> {
+        if depth > self.limits.max_expression_depth {
+            return Err(self.limits.too_deep());
+        }
         let unsupported = || SqlError::not_supported(self.sql);
+        let inner = |sc: &mut Self, x: &ast::Expr| sc.convert_at(x, depth + 1);
         Ok(match e {
             ast::Expr::Identifier(i) => self.column(&ident(i))?,
             ast::Expr::CompoundIdentifier(parts) => match parts.as_slice() {
                 [_, col] => self.column(&ident(col))?,
                 _ => return Err(unsupported()),
             },
-            ast::Expr::Nested(inner) => self.convert(inner)?,
+            ast::Expr::Nested(x) => inner(self, x)?,
             ast::Expr::Value(v) => match &v.value {
                 ast::Value::Number(n, false) => {
                     let x: i64 = n.parse().map_err(|_| unsupported())?;
@@ -175,9 +197,9 @@ impl Scope<'_> {
                 _ => return Err(unsupported()),
             },
             ast::Expr::UnaryOp { op, expr } => {
-                let inner = self.convert(expr)?;
+                let operand = inner(self, expr)?;
                 match op {
-                    U::Minus => match inner {
+                    U::Minus => match operand {
                         Expr::Const(Value::Int(x), _) => {
                             let t = if i32::try_from(-x).is_ok() {
                                 SqlType::Int4
@@ -188,16 +210,13 @@ impl Scope<'_> {
                         }
                         other => Expr::Neg(Box::new(other)),
                     },
-                    U::Plus => inner,
-                    U::Not => Expr::Not(Box::new(inner)),
+                    U::Plus => operand,
+                    U::Not => Expr::Not(Box::new(operand)),
                     _ => return Err(unsupported()),
                 }
             }
             ast::Expr::BinaryOp { left, op, right } => {
-                let (a, b) = (
-                    Box::new(self.convert(left)?),
-                    Box::new(self.convert(right)?),
-                );
+                let (a, b) = (Box::new(inner(self, left)?), Box::new(inner(self, right)?));
                 match op {
                     B::Plus => Expr::Arith(Arith::Add, a, b),
                     B::Minus => Expr::Arith(Arith::Sub, a, b),
@@ -221,13 +240,13 @@ impl Scope<'_> {
                 low,
                 high,
             } => Expr::Between(
-                Box::new(self.convert(expr)?),
-                Box::new(self.convert(low)?),
-                Box::new(self.convert(high)?),
+                Box::new(inner(self, expr)?),
+                Box::new(inner(self, low)?),
+                Box::new(inner(self, high)?),
                 *negated,
             ),
-            ast::Expr::IsNull(a) => Expr::IsNull(Box::new(self.convert(a)?), false),
-            ast::Expr::IsNotNull(a) => Expr::IsNull(Box::new(self.convert(a)?), true),
+            ast::Expr::IsNull(a) => Expr::IsNull(Box::new(inner(self, a)?), false),
+            ast::Expr::IsNotNull(a) => Expr::IsNull(Box::new(inner(self, a)?), true),
             ast::Expr::Function(f) => {
                 let name = object_name(&f.name, self.sql)?;
                 let no_args = match &f.args {

@@ -8,6 +8,7 @@
 //! - `exec`: DML and queries on an engine transaction;
 //! - `ddl`, `catalog`: schema changes and where schemas are kept;
 //! - `row`: the row and key codecs (docs/FORMAT.md);
+//! - `limits`: what one statement may ask (expression depth, ...);
 //! - `session`: transaction blocks and executing each plan;
 //! - `copy`: COPY FROM STDIN, its text decoder and a session's COPY state;
 //! - `timestamp`: the `timestamp` type's text form and the clock.
@@ -17,6 +18,7 @@ mod copy;
 mod ddl;
 mod exec;
 mod expr;
+pub mod limits;
 mod parse;
 mod parse_ddl;
 mod parse_select;
@@ -27,9 +29,12 @@ mod session;
 mod tests;
 #[cfg(test)]
 mod tests_concurrent;
+#[cfg(test)]
+mod tests_limits;
 pub mod timestamp;
 pub mod types;
 
+pub use limits::Limits;
 pub use session::{Prepared, Session, SqlEngine};
 pub use types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
 

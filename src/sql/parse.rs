@@ -5,13 +5,14 @@
 
 use super::catalog::{Catalog, ColumnDef, TableMeta};
 use super::expr::{ident, object_name, Scope};
+use super::limits::Limits;
 use super::parse_ddl::{alter_table, create_index, create_table};
 use super::parse_select::select;
 use super::plan::{table_access, InsertSource, Plan};
 use super::types::{codes, Column, SqlError, SqlType};
 use sqlparser::ast::{self, Statement};
 use sqlparser::dialect::PostgreSqlDialect;
-use sqlparser::parser::Parser;
+use sqlparser::parser::{Parser, ParserError};
 
 /// Removes `with (freeze on)` (COPY FREEZE is decided by the table's
 /// state here) and turns `vacuum analyze` into `vacuum` (same tag).
@@ -42,9 +43,17 @@ pub fn is_checkpoint(sql: &str) -> bool {
         .eq_ignore_ascii_case("checkpoint")
 }
 
-pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
-    Parser::parse_sql(&PostgreSqlDialect {}, &shim(sql))
-        .map_err(|e| SqlError::new(codes::SYNTAX_ERROR, format!("syntax error: {e}")))
+/// The statements in `sql`. The parser's recursion (parentheses,
+/// subqueries) is bounded by `max_expression_depth` too.
+pub fn parse(sql: &str, limits: &Limits) -> Result<Vec<Statement>, SqlError> {
+    Parser::new(&PostgreSqlDialect {})
+        .with_recursion_limit(limits.max_expression_depth)
+        .try_with_sql(&shim(sql))
+        .and_then(|mut p| p.parse_statements())
+        .map_err(|e| match e {
+            ParserError::RecursionLimitExceeded => limits.too_deep(),
+            e => SqlError::new(codes::SYNTAX_ERROR, format!("syntax error: {e}")),
+        })
 }
 
 /// A planned statement with its parameter types and result columns.
@@ -59,6 +68,7 @@ pub fn plan(
     stmt: &Statement,
     declared: &[Option<SqlType>],
     sql: &str,
+    limits: &Limits,
 ) -> Result<Planned, SqlError> {
     let mut params: Vec<SqlType> = declared
         .iter()
@@ -75,7 +85,7 @@ pub fn plan(
         } => Plan::Rollback,
         Statement::Vacuum(_) => Plan::Noop("VACUUM"),
         Statement::Analyze(_) => Plan::Noop("ANALYZE"),
-        Statement::CreateTable(ct) => create_table(ct, sql)?,
+        Statement::CreateTable(ct) => create_table(ct, sql, limits)?,
         Statement::Drop {
             object_type: ast::ObjectType::Table,
             if_exists,
@@ -123,11 +133,11 @@ pub fn plan(
             let targets = targets(&meta.def.columns, cols.iter().map(ident))?;
             Plan::Copy { table, targets }
         }
-        Statement::Insert(ins) => insert(cat, ins, declared, &mut params, sql)?,
-        Statement::Update(up) => update(cat, up, declared, &mut params, sql)?,
-        Statement::Delete(del) => delete(cat, del, declared, &mut params, sql)?,
+        Statement::Insert(ins) => insert(cat, ins, declared, &mut params, sql, limits)?,
+        Statement::Update(up) => update(cat, up, declared, &mut params, sql, limits)?,
+        Statement::Delete(del) => delete(cat, del, declared, &mut params, sql, limits)?,
         Statement::Query(q) => {
-            let (sel, cols) = select(cat, q, declared, &mut params, sql)?;
+            let (sel, cols) = select(cat, q, declared, &mut params, sql, limits)?;
             columns = cols;
             Plan::Select(sel)
         }
@@ -188,6 +198,7 @@ fn in_table<R>(
     declared: &[Option<SqlType>],
     params: &mut Vec<SqlType>,
     sql: &str,
+    limits: &Limits,
     build: impl FnOnce(String, &TableMeta, &mut Scope<'_>) -> Result<R, SqlError>,
 ) -> Result<R, SqlError> {
     let table = table_factor(relation, sql)?;
@@ -198,6 +209,7 @@ fn in_table<R>(
         params,
         declared,
         sql,
+        limits,
     };
     build(table, &meta, &mut sc)
 }
@@ -208,6 +220,7 @@ fn update(
     declared: &[Option<SqlType>],
     params: &mut Vec<SqlType>,
     sql: &str,
+    limits: &Limits,
 ) -> Result<Plan, SqlError> {
     let ns = || SqlError::not_supported(sql);
     if up.from.is_some()
@@ -224,6 +237,7 @@ fn update(
         declared,
         params,
         sql,
+        limits,
         |table, meta, sc| {
             let mut sets = Vec::new();
             for a in &up.assignments {
@@ -253,6 +267,7 @@ fn delete(
     declared: &[Option<SqlType>],
     params: &mut Vec<SqlType>,
     sql: &str,
+    limits: &Limits,
 ) -> Result<Plan, SqlError> {
     let ns = || SqlError::not_supported(sql);
     if del.using.is_some()
@@ -276,6 +291,7 @@ fn delete(
         declared,
         params,
         sql,
+        limits,
         |table, meta, sc| {
             let filter = sc.condition(del.selection.as_ref())?;
             let access = table_access(filter.as_ref(), &meta.def);
@@ -294,6 +310,7 @@ fn insert(
     declared: &[Option<SqlType>],
     params: &mut Vec<SqlType>,
     sql: &str,
+    limits: &Limits,
 ) -> Result<Plan, SqlError> {
     let ns = || SqlError::not_supported(sql);
     if ins.or.is_some()
@@ -352,6 +369,7 @@ fn insert(
                 params,
                 declared,
                 sql,
+                limits,
             };
             let mut rows = Vec::with_capacity(v.rows.len());
             for r in &v.rows {
@@ -395,6 +413,7 @@ fn insert(
                 params,
                 declared,
                 sql,
+                limits,
             };
             let mut bound = |a: &ast::FunctionArg| match a {
                 ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => sc.convert(e),
@@ -407,6 +426,7 @@ fn insert(
                 params,
                 declared,
                 sql,
+                limits,
             };
             sc.type_of(&from, SqlType::Int4);
             sc.type_of(&to, SqlType::Int4);

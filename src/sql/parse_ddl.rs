@@ -3,6 +3,7 @@
 
 use super::catalog::{Catalog, ColumnDef};
 use super::expr::{ident, object_name, Expr, Scope};
+use super::limits::Limits;
 use super::parse::column_of;
 use super::plan::Plan;
 use super::types::{SqlError, SqlType};
@@ -36,7 +37,11 @@ fn sql_type(dt: &ast::DataType, sql: &str) -> Result<(SqlType, bool), SqlError> 
     })
 }
 
-pub(super) fn create_table(ct: &ast::CreateTable, sql: &str) -> Result<Plan, SqlError> {
+pub(super) fn create_table(
+    ct: &ast::CreateTable,
+    sql: &str,
+    limits: &Limits,
+) -> Result<Plan, SqlError> {
     let ns = || SqlError::not_supported(sql);
     if ct.temporary
         || ct.external
@@ -86,6 +91,7 @@ pub(super) fn create_table(ct: &ast::CreateTable, sql: &str) -> Result<Plan, Sql
                         params: &mut p,
                         declared: &[],
                         sql,
+                        limits,
                     }
                     .convert(e)?;
                     let Expr::Const(v, _) = e else {

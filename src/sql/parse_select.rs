@@ -3,6 +3,7 @@
 
 use super::catalog::Catalog;
 use super::expr::{ident, object_name, Expr, Scope};
+use super::limits::Limits;
 use super::parse::{scope_columns, table_factor};
 use super::plan::{default_name, table_access, Access, Item, Select};
 use super::types::{Column, SqlError, SqlType};
@@ -14,6 +15,7 @@ pub(super) fn select(
     declared: &[Option<SqlType>],
     params: &mut Vec<SqlType>,
     sql: &str,
+    limits: &Limits,
 ) -> Result<(Select, Vec<Column>), SqlError> {
     let ns = || SqlError::not_supported(sql);
     if q.with.is_some()
@@ -65,6 +67,7 @@ pub(super) fn select(
         params,
         declared,
         sql,
+        limits,
     };
     let mut items = Vec::new();
     let mut columns = Vec::new();

@@ -16,6 +16,7 @@ use super::ddl;
 use super::engine_err;
 use super::exec::{self, Sink, Tx};
 use super::expr::{as_int, Ctx};
+use super::limits::Limits;
 use super::parse::{self, Planned};
 use super::plan::{InsertSource, Plan};
 use super::types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
@@ -31,18 +32,29 @@ pub struct SqlEngine {
     catalog: Catalog,
     /// DDL statements run one at a time.
     ddl: Mutex<()>,
+    limits: Limits,
 }
 
 impl SqlEngine {
     /// Opens the SQL catalog kept in the database (creating it on first
     /// use) and drops engine tables no SQL table owns.
     pub fn open(db: Arc<Database>) -> Result<Arc<SqlEngine>, SqlError> {
+        SqlEngine::open_with_limits(db, Limits::default())
+    }
+
+    /// [`SqlEngine::open`], with limits on what one statement may ask.
+    pub fn open_with_limits(db: Arc<Database>, limits: Limits) -> Result<Arc<SqlEngine>, SqlError> {
         let catalog = Catalog::open(&db)?;
         Ok(Arc::new(SqlEngine {
             db,
             catalog,
             ddl: Mutex::new(()),
+            limits,
         }))
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// Reads what [`SqlEngine::open`] reads (the SQL catalog, and each
@@ -130,7 +142,7 @@ impl Session {
         let stmts = if parse::is_checkpoint(sql) {
             Vec::new()
         } else {
-            parse::parse(sql).inspect_err(|e| self.fail(e))?
+            parse::parse(sql, &self.engine.limits).inspect_err(|e| self.fail(e))?
         };
         let stmt = match stmts.len() {
             0 => None,
@@ -162,7 +174,7 @@ impl Session {
     ) -> Result<Prepared, SqlError> {
         let version = self.engine.catalog.version.load(SeqCst);
         let planned = match &stmt {
-            Some(s) => parse::plan(&self.engine.catalog, s, declared, sql)?,
+            Some(s) => parse::plan(&self.engine.catalog, s, declared, sql, &self.engine.limits)?,
             None if parse::is_checkpoint(sql) => Planned {
                 plan: Plan::Checkpoint,
                 params: Vec::new(),
@@ -190,7 +202,7 @@ impl Session {
                 .and_then(|p| self.execute(&p, &[]));
             return vec![r];
         }
-        let stmts = match parse::parse(sql) {
+        let stmts = match parse::parse(sql, &self.engine.limits) {
             Ok(s) => s,
             Err(e) => {
                 self.fail(&e);

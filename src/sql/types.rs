@@ -203,6 +203,7 @@ pub mod codes {
     pub const DEADLOCK_DETECTED: &str = "40P01";
     pub const SERIALIZATION_FAILURE: &str = "40001";
     pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
+    pub const STATEMENT_TOO_COMPLEX: &str = "54001";
     pub const DISK_FULL: &str = "53100";
     pub const OBJECT_IN_USE: &str = "55006";
     pub const IO_ERROR: &str = "58030";

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use untorn::server::{Server, ServerConfig};
 use untorn::settings::{parse_size, WalCompression};
-use untorn::sql::SqlEngine;
+use untorn::sql::{Limits, SqlEngine};
 use untorn::{Database, Error, Options};
 
 #[derive(Args, Debug)]
@@ -30,6 +30,11 @@ pub struct ServeArgs {
     /// Connections beyond this many are refused (SQLSTATE 53300).
     #[arg(long, default_value_t = 100)]
     max_connections: usize,
+    /// Deepest nesting of operators and parentheses in one expression;
+    /// deeper is refused with SQLSTATE 54001 (1 to 100000).
+    #[arg(long, default_value_t = Limits::default().max_expression_depth as u64,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_expression_depth: u64,
     #[command(flatten)]
     creation: CreationArgs,
     /// Buffer pool size [default: the engine's, 128MB].
@@ -136,7 +141,11 @@ pub fn run(a: &ServeArgs) -> untorn::Result<ExitCode> {
     };
     let settings = db.settings();
     let db = Arc::new(db);
-    let sql = SqlEngine::open(db.clone()).map_err(|e| Error::Invalid(e.to_string()))?;
+    let limits = Limits {
+        max_expression_depth: a.max_expression_depth as usize,
+    };
+    let sql = SqlEngine::open_with_limits(db.clone(), limits)
+        .map_err(|e| Error::Invalid(e.to_string()))?;
     let config = ServerConfig {
         listen: a.listen,
         password: password(a)?,

@@ -1,0 +1,54 @@
+//! What one statement may ask of a session: limits that turn a hostile or
+//! careless statement into an error instead of a crash of the server.
+//!
+//! Rules:
+//! - Every recursion over an expression (conversion, typing, planning,
+//!   evaluation, dropping) walks a tree that `Scope::convert` built, and
+//!   `convert` refuses a tree deeper than `max_expression_depth` with
+//!   54001, as PostgreSQL refuses one deeper than its `max_stack_depth`.
+//!   The parser's own recursion (parentheses, subqueries) has the same
+//!   limit.
+//! - A thread that runs a session has `stack_bytes()` of stack: enough for
+//!   the deepest expression the limit lets through (`tests_limits` runs
+//!   one on exactly that stack).
+
+use super::types::{codes, SqlError};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Deepest nesting of operators and parentheses in one expression.
+    pub max_expression_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_expression_depth: 10_000,
+        }
+    }
+}
+
+/// Stack a session needs besides its expressions' recursion.
+const STACK_BASE_BYTES: usize = 4 << 20;
+/// Stack one level of expression nesting may take, in the deepest of the
+/// recursions over it (see the module's tests).
+const STACK_BYTES_PER_LEVEL: usize = 2048;
+
+impl Limits {
+    /// The stack for a thread that runs a session under these limits.
+    pub fn stack_bytes(&self) -> usize {
+        STACK_BASE_BYTES + self.max_expression_depth * STACK_BYTES_PER_LEVEL
+    }
+
+    /// 54001 for an expression nested deeper than the limit.
+    pub(super) fn too_deep(&self) -> SqlError {
+        SqlError::new(
+            codes::STATEMENT_TOO_COMPLEX,
+            format!(
+                "stack depth limit exceeded: expression nested deeper than \
+                 max_expression_depth ({})",
+                self.max_expression_depth
+            ),
+        )
+    }
+}
