@@ -4,102 +4,13 @@
 //! The clients are installed by `scripts/install-clients` (run by
 //! `scripts/test`); a missing client fails the test, it never skips.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::serve::{client, psql, run, Raw, Serve};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::time::Duration;
-
-/// `untorn serve` on a free loopback port, stopped with SIGTERM (a clean
-/// shutdown) when dropped.
-struct Serve {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Serve {
-    fn start(extra: &[&str]) -> Serve {
-        let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_untorn"))
-            .arg("serve")
-            .arg(dir.path().join("db"))
-            .args(["--listen", "127.0.0.1:0", "--buffer-pool", "32MB"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start untorn serve");
-        let mut line = String::new();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        stdout.read_line(&mut line).unwrap();
-        // Keep reading, so its last line (at shutdown) has a reader.
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        let port = line
-            .rsplit_once("listening on 127.0.0.1:")
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in untorn serve's first line: {line:?}"));
-        Serve {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    fn stop(mut self) -> std::process::ExitStatus {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().unwrap()
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn client(name: &str) -> Command {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "{name} is not installed: run scripts/install-clients (scripts/test does)"
-    );
-    let mut c = Command::new(name);
-    c.env("PGSSLMODE", "prefer").env_remove("PGPASSWORD");
-    c
-}
-
-fn run(mut c: Command) -> Output {
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{c:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn psql(port: u16, sql: &str) -> String {
-    let mut c = client("psql");
-    c.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "bench"])
-        .args([
-            "-d",
-            "bench",
-            "-X",
-            "-A",
-            "-t",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            sql,
-        ]);
-    String::from_utf8(run(c).stdout).unwrap().trim().to_string()
-}
 
 fn pgbench(port: u16, args: &[&str]) -> String {
     let mut c = client("pgbench");
@@ -257,67 +168,6 @@ fn sysbench_prepares_runs_every_oltp_script_and_cleans_up() {
     assert!(serve.stop().success());
 }
 
-/// A minimal protocol 3.0 client for the bad-input tests.
-struct Raw(TcpStream);
-
-impl Raw {
-    fn connect(port: u16) -> Raw {
-        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut r = Raw(s);
-        let mut body = Vec::new();
-        body.extend_from_slice(&196608i32.to_be_bytes());
-        for kv in ["user", "raw", "database", "raw"] {
-            body.extend_from_slice(kv.as_bytes());
-            body.push(0);
-        }
-        body.push(0);
-        let mut m = (body.len() as i32 + 4).to_be_bytes().to_vec();
-        m.extend(body);
-        r.0.write_all(&m).unwrap();
-        r.until_ready();
-        r
-    }
-
-    fn send(&mut self, kind: u8, body: &[u8]) {
-        let mut m = vec![kind];
-        m.extend_from_slice(&(body.len() as i32 + 4).to_be_bytes());
-        m.extend_from_slice(body);
-        self.0.write_all(&m).unwrap();
-    }
-
-    /// Messages up to ReadyForQuery: (kinds seen, SQLSTATEs of errors,
-    /// the status byte).
-    fn until_ready(&mut self) -> (Vec<u8>, Vec<String>, u8) {
-        let (mut kinds, mut codes) = (Vec::new(), Vec::new());
-        loop {
-            let mut head = [0u8; 5];
-            self.0.read_exact(&mut head).unwrap();
-            let len = i32::from_be_bytes(head[1..5].try_into().unwrap()) as usize - 4;
-            let mut body = vec![0u8; len];
-            self.0.read_exact(&mut body).unwrap();
-            kinds.push(head[0]);
-            if head[0] == b'E' {
-                for field in body.split(|b| *b == 0) {
-                    if let Some(code) = field.strip_prefix(b"C") {
-                        codes.push(String::from_utf8_lossy(code).into_owned());
-                    }
-                }
-            }
-            if head[0] == b'Z' {
-                return (kinds, codes, body[0]);
-            }
-        }
-    }
-
-    fn query(&mut self, sql: &str) -> (Vec<u8>, Vec<String>, u8) {
-        let mut body = sql.as_bytes().to_vec();
-        body.push(0);
-        self.send(b'Q', &body);
-        self.until_ready()
-    }
-}
-
 #[test]
 fn bad_input_leaves_the_server_serving_and_no_half_transaction() {
     let serve = Serve::start(&[]);
@@ -364,19 +214,19 @@ fn bad_input_leaves_the_server_serving_and_no_half_transaction() {
 
     // A dropped connection inside a transaction: its update never lands.
     let mut raw = Raw::connect(port);
-    assert_eq!(raw.query("begin").2, b'T');
-    let (_, codes, status) = raw.query("update t set v = 99 where id = 1");
-    assert!(codes.is_empty() && status == b'T', "{codes:?}");
+    assert_eq!(raw.query("begin").status, b'T');
+    let r = raw.query("update t set v = 99 where id = 1");
+    assert!(r.codes.is_empty() && r.status == b'T', "{r:?}");
     drop(raw);
 
     // An error inside a block: status E until ROLLBACK.
     let mut raw = Raw::connect(port);
     raw.query("begin");
-    let (_, codes, status) = raw.query("insert into t values (1, 5)");
-    assert_eq!((codes, status), (vec!["23505".to_string()], b'E'));
-    let (_, codes, status) = raw.query("select 1");
-    assert_eq!((codes, status), (vec!["25P02".to_string()], b'E'));
-    assert_eq!(raw.query("rollback").2, b'I');
+    let r = raw.query("insert into t values (1, 5)");
+    assert_eq!((r.codes, r.status), (vec!["23505".to_string()], b'E'));
+    let r = raw.query("select 1");
+    assert_eq!((r.codes, r.status), (vec!["25P02".to_string()], b'E'));
+    assert_eq!(raw.query("rollback").status, b'I');
 
     // Other clients were served throughout, and see no half transaction.
     assert_eq!(psql(port, "select v from t where id = 1"), "10");
@@ -443,7 +293,7 @@ fn connections_over_the_limit_are_refused_with_53300() {
         String::from_utf8_lossy(&reply)
     );
     // The connection within the limit is still served.
-    assert_eq!(first.query("select 1").2, b'I');
+    assert_eq!(first.query("select 1").status, b'I');
 }
 
 #[test]
@@ -455,8 +305,8 @@ fn a_deadlock_ends_one_transaction_with_40p01_and_the_other_commits() {
     let (mut a, mut b) = (Raw::connect(port), Raw::connect(port));
     a.query("begin");
     b.query("begin");
-    assert!(a.query("update t set v = 1 where id = 1").1.is_empty());
-    assert!(b.query("update t set v = 2 where id = 2").1.is_empty());
+    assert!(a.query("update t set v = 1 where id = 1").codes.is_empty());
+    assert!(b.query("update t set v = 2 where id = 2").codes.is_empty());
     // a waits for b's row; b then waits for a's: a cycle.
     a.send(b'Q', b"update t set v = 1 where id = 2\0");
     let b_side = std::thread::spawn(move || {
@@ -465,17 +315,17 @@ fn a_deadlock_ends_one_transaction_with_40p01_and_the_other_commits() {
     });
     let a_reply = a.until_ready();
     // The victim's locks go at its ROLLBACK, if not before.
-    let a_lost = a_reply.1 == ["40P01"];
+    let a_lost = a_reply.codes == ["40P01"];
     if a_lost {
-        assert_eq!(a.query("rollback").2, b'I');
+        assert_eq!(a.query("rollback").status, b'I');
     }
     let (mut b, b_reply) = b_side.join().unwrap();
-    let b_lost = b_reply.1 == ["40P01"];
+    let b_lost = b_reply.codes == ["40P01"];
     assert!(a_lost != b_lost, "one victim: {a_reply:?} {b_reply:?}");
     let (winner, value) = if a_lost { (&mut b, "2") } else { (&mut a, "1") };
-    assert!(winner.query("commit").1.is_empty());
+    assert!(winner.query("commit").codes.is_empty());
     if b_lost {
-        assert_eq!(b.query("rollback").2, b'I');
+        assert_eq!(b.query("rollback").status, b'I');
     }
     assert_eq!(
         psql(port, "select v from t order by id"),

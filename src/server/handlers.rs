@@ -44,6 +44,11 @@ impl Connection {
             copy_error: Mutex::new(None),
         }
     }
+
+    /// The connection ended: what its session left open rolls back.
+    pub fn close(&self) {
+        self.session.lock().close();
+    }
 }
 
 /// Parses (and plans) statements for the extended protocol.

@@ -26,6 +26,7 @@ use startup::Startup;
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -125,7 +126,7 @@ impl Server {
             };
             threads.retain(|t| !t.is_finished());
             if self.open.lock().len() >= self.max_connections {
-                refuse(stream, "53300", "sorry, too many clients already");
+                send_fatal(stream, "53300", "sorry, too many clients already");
                 continue;
             }
             next_id += 1;
@@ -143,27 +144,82 @@ impl Server {
         Ok(())
     }
 
+    /// Serves one connection on a thread of its own, which is a fault
+    /// boundary: however it ends (a panic included, ours or pgwire's),
+    /// its session rolls back, its client hears why, and its slot is
+    /// released, while the server and every other connection go on.
     fn spawn(&self, id: u64, stream: TcpStream) -> std::io::Result<JoinHandle<()>> {
         // Every statement is a round trip: Nagle would hold each reply.
         stream.set_nodelay(true)?;
         stream.set_nonblocking(true)?;
+        let spare = stream.try_clone()?;
         self.open.lock().insert(id, stream.try_clone()?);
+        let slot = Slot {
+            open: self.open.clone(),
+            id,
+        };
+        let conn = Arc::new(Connection::new(self.sql.session()));
         let handlers = Handlers {
-            conn: Arc::new(Connection::new(self.sql.session())),
+            conn: conn.clone(),
             startup: self.startup.clone(),
         };
-        let open = self.open.clone();
         std::thread::Builder::new()
             .name(format!("untorn-conn-{id}"))
             // Deep enough for the deepest expression the limits let through.
             .stack_size(self.sql.limits().stack_bytes())
             .spawn(move || {
-                if let Err(e) = serve_connection(stream, handlers) {
-                    tracing::debug!("connection {id} ended: {e}");
-                }
-                open.lock().remove(&id);
+                let _slot = slot;
+                guarded(id, spare, &conn, || serve_connection(stream, handlers));
             })
     }
+}
+
+/// Runs `serve` (connection `id`'s protocol loop) as a fault boundary: a
+/// panic in it ends the connection with a FATAL XX000 on `spare` (the
+/// connection's socket), and however it ends, `conn`'s session rolls back
+/// what it left open.
+fn guarded(
+    id: u64,
+    spare: TcpStream,
+    conn: &Connection,
+    serve: impl FnOnce() -> std::io::Result<()>,
+) {
+    match catch_unwind(AssertUnwindSafe(serve)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!("connection {id} ended: {e}"),
+        Err(panic) => {
+            let what = panic_message(panic.as_ref());
+            tracing::error!("connection {id} ended by a panic: {what}");
+            let message = format!("internal error, connection ended: {what}");
+            send_fatal(spare, crate::sql::codes::INTERNAL_ERROR, &message);
+        }
+    }
+    if catch_unwind(AssertUnwindSafe(|| conn.close())).is_err() {
+        tracing::error!("connection {id}: rolling back its session panicked");
+    }
+}
+
+/// A connection's place among `max_connections`, given back when its
+/// thread ends, however it ends.
+struct Slot {
+    open: Arc<Mutex<HashMap<u64, TcpStream>>>,
+    id: u64,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(s) = self.open.lock().remove(&self.id) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_string())
 }
 
 fn serve_connection(stream: TcpStream, handlers: Handlers) -> std::io::Result<()> {
@@ -177,9 +233,9 @@ fn serve_connection(stream: TcpStream, handlers: Handlers) -> std::io::Result<()
     })
 }
 
-/// Refuses a connection before start-up with a FATAL ErrorResponse, as
-/// PostgreSQL refuses one over max_connections.
-fn refuse(mut stream: TcpStream, code: &str, message: &str) {
+/// Ends a connection with a FATAL ErrorResponse, as PostgreSQL refuses
+/// one over max_connections.
+fn send_fatal(mut stream: TcpStream, code: &str, message: &str) {
     let info = ErrorInfo::new("FATAL".into(), code.into(), message.into());
     let mut msg = bytes::BytesMut::new();
     if ErrorResponse::from(info).encode(&mut msg).is_ok() {
@@ -209,5 +265,57 @@ impl PgWireServerHandlers for Handlers {
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
         self.conn.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// A panic in a connection's loop reaches its client as a FATAL
+    /// XX000, gives its slot back and rolls its open block back.
+    #[test]
+    fn a_panic_in_a_connection_is_contained() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Database::create(dir.path(), crate::Options::default()).unwrap();
+        let sql = SqlEngine::open(Arc::new(db)).unwrap();
+        let mut session = sql.session();
+        for q in [
+            "create table t (id int primary key)",
+            "begin",
+            "insert into t values (1)",
+        ] {
+            assert!(session.simple_query(q).pop().unwrap().is_ok(), "{q}");
+        }
+        let conn = Connection::new(session);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server_side, _) = listener.accept().unwrap();
+        let open = Arc::new(Mutex::new(HashMap::new()));
+        open.lock().insert(7, server_side.try_clone().unwrap());
+        let slot = Slot {
+            open: open.clone(),
+            id: 7,
+        };
+        guarded(7, server_side, &conn, || panic!("boom"));
+        drop(slot);
+        assert!(open.lock().is_empty(), "the slot was kept");
+        let mut reply = Vec::new();
+        client.read_to_end(&mut reply).unwrap();
+        let text = String::from_utf8_lossy(&reply);
+        assert!(
+            reply.first() == Some(&b'E') && text.contains("XX000"),
+            "{text}"
+        );
+        assert!(text.contains("boom"), "{text}");
+        // The block rolled back: its row lock is free and its row absent.
+        let mut other = sql.session();
+        assert!(other
+            .simple_query("insert into t values (1)")
+            .pop()
+            .unwrap()
+            .is_ok());
+        drop(conn);
     }
 }

@@ -237,6 +237,17 @@ impl Session {
         out
     }
 
+    /// The client is gone: a COPY in progress and an open block roll back
+    /// (with the bulk loads they did), as when the client says ROLLBACK.
+    pub fn close(&mut self) {
+        if self.copy.is_some() {
+            self.copy_fail("the connection ended");
+        }
+        let ended = SqlError::new(codes::CONNECTION_FAILURE, "the connection ended");
+        self.fail(&ended);
+        self.state = State::Idle;
+    }
+
     /// After an error: a block fails, its transaction and bulk loads undone.
     pub(super) fn fail(&mut self, _e: &SqlError) {
         if let State::Block(tx) = &mut self.state {

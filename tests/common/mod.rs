@@ -5,6 +5,8 @@
 // Each test file is its own crate and uses only part of this module.
 #![allow(dead_code)]
 
+pub mod serve;
+
 use std::ffi::{OsStr, OsString};
 use std::fs::OpenOptions;
 use std::ops::Range;

@@ -217,7 +217,8 @@ impl<S: Clone> Portal<S> {
                 let row_schema = response.row_schema();
                 let data_rows = response.data_rows();
 
-                let mut rows = Vec::with_capacity(if max_rows == 0 { 256 } else { max_rows });
+                // untorn: the client's max_rows is no allocation size.
+                let mut rows = Vec::with_capacity(if max_rows == 0 { 256 } else { max_rows.min(256) });
                 let mut suspended = true;
                 while max_rows == 0 || rows.len() < max_rows {
                     if let Some(row) = data_rows.next().await {

@@ -298,7 +298,9 @@ pub trait ExtendedQueryHandler: Send + Sync {
         client.set_state(super::PgWireConnectionState::QueryInProgress);
 
         let portal_name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
-        let max_rows = message.max_rows as usize;
+        // untorn: a negative max_rows asks for all rows, as 0 does (and as
+        // PostgreSQL reads it); cast, it was a huge count that panicked.
+        let max_rows = usize::try_from(message.max_rows).unwrap_or(0);
 
         let portal = match client.portal_store().get_portal(portal_name) {
             Some(Entry::Value(portal)) => portal,
