@@ -4,7 +4,8 @@
 
 mod common;
 
-use common::serve::{psql, Raw, Serve};
+use common::serve::{error_field, psql, Raw, Serve};
+use std::io::Write;
 
 /// `n` copies of `term` (its `#` replaced by 1, 2, ...) joined by `op`.
 fn chain(term: &str, op: &str, n: usize) -> String {
@@ -84,6 +85,59 @@ fn a_negative_max_rows_returns_every_row_and_leaks_no_slot() {
         raw.send(b'X', &[]);
         assert!(raw.until_closed().is_empty());
     }
+    still_serving(port);
+    assert!(serve.stop().success());
+}
+
+/// One Query of 10 MB of `select 1;` took 112 s and 16 GB. Now a message
+/// over max_message_size is refused from its header (nothing of it is
+/// buffered), text over max_query_length and more statements than
+/// max_statements_per_query before they are parsed, and an error quotes
+/// at most a kilobyte of what it was sent.
+#[test]
+fn oversized_messages_texts_and_scripts_are_refused_cheaply() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    accounts(port);
+
+    // A header claiming 100 MB: refused before any of the body is sent.
+    let mut raw = Raw::connect(port);
+    raw.0.write_all(&[b'Q', 0x06, 0, 0, 0]).unwrap();
+    let reply = raw.until_closed();
+    assert_eq!(reply.first().map(|m| m.0), Some(b'E'), "{reply:?}");
+    assert_eq!(error_field(&reply[0].1, b'C').as_deref(), Some("08P01"));
+
+    // 10 MB of `select 1;`, sent whole: the server may close before the
+    // client has sent it all, so only what follows is checked.
+    let mut raw = Raw::connect(port);
+    let mut body = "select 1;".repeat((10 << 20) / 9).into_bytes();
+    body.push(0);
+    let message = [&[b'Q'][..], &(body.len() as i32 + 4).to_be_bytes(), &body].concat();
+    let _ = raw.0.write_all(&message);
+    drop(raw);
+
+    let mut raw = Raw::connect(port);
+    // 2 MB of text, under the message limit, over the text limit.
+    let r = raw.query(&"select 1;".repeat((2 << 20) / 9));
+    assert_eq!(
+        (r.codes.as_slice(), r.status),
+        (&["54000".to_string()][..], b'I')
+    );
+    // 10,001 statements.
+    let r = raw.query(&"select 1;".repeat(10_001));
+    assert_eq!(r.codes, ["54000"]);
+    assert!(r.messages[0].contains("max_statements_per_query"), "{r:?}");
+    // 10,000 are served.
+    let r = raw.query(&"select 1;".repeat(10_000));
+    assert_eq!(r.kinds.iter().filter(|k| **k == b'C').count(), 10_000);
+    // A 900 kB literal in an unsupported statement is not echoed back.
+    let big = format!(
+        "select 1 from acc natural join acc as u where '{}' = ''",
+        "x".repeat(900_000)
+    );
+    let r = raw.query(&big);
+    assert_eq!(r.codes, ["0A000"]);
+    assert!(r.messages[0].len() < 1100, "{} bytes", r.messages[0].len());
     still_serving(port);
     assert!(serve.stop().success());
 }

@@ -42,7 +42,15 @@ pub struct ServerConfig {
     pub password: Option<String>,
     /// Connections beyond this are refused with SQLSTATE 53300.
     pub max_connections: usize,
+    /// The longest message a client may send after start-up, in bytes:
+    /// a longer one ends its connection (08P01) from its header, so no
+    /// connection buffers more of an unfinished message than this.
+    pub max_message_size: usize,
 }
+
+/// `max_message_size` unless set: room for the longest query text
+/// (`max_query_length`, 1 MB) several times over.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -50,6 +58,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 5433)),
             password: None,
             max_connections: 100,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
         }
     }
 }
@@ -60,6 +69,7 @@ pub struct Server {
     sql: Arc<SqlEngine>,
     startup: Arc<Startup>,
     max_connections: usize,
+    max_message_size: usize,
     /// Each open connection's socket, so a stop can close them.
     open: Arc<Mutex<HashMap<u64, TcpStream>>>,
 }
@@ -94,6 +104,7 @@ impl Server {
             sql,
             startup: Arc::new(startup),
             max_connections: config.max_connections,
+            max_message_size: config.max_message_size,
             open: Arc::new(Mutex::new(HashMap::new())),
         })
     }
@@ -162,6 +173,7 @@ impl Server {
         let handlers = Handlers {
             conn: conn.clone(),
             startup: self.startup.clone(),
+            max_message_size: self.max_message_size,
         };
         std::thread::Builder::new()
             .name(format!("untorn-conn-{id}"))
@@ -248,6 +260,7 @@ fn send_fatal(mut stream: TcpStream, code: &str, message: &str) {
 struct Handlers {
     conn: Arc<Connection>,
     startup: Arc<Startup>,
+    max_message_size: usize,
 }
 
 impl PgWireServerHandlers for Handlers {
@@ -265,6 +278,10 @@ impl PgWireServerHandlers for Handlers {
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
         self.conn.clone()
+    }
+
+    fn max_message_size(&self) -> usize {
+        self.max_message_size
     }
 }
 

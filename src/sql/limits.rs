@@ -9,8 +9,12 @@
 //!   The parser's own recursion (parentheses, subqueries) has the same
 //!   limit.
 //! - A thread that runs a session has `stack_bytes()` of stack: enough for
-//!   the deepest expression the limit lets through (`tests_limits` runs
-//!   one on exactly that stack).
+//!   the deepest expression the limit lets through, and for dropping the
+//!   parser's tree of the longest text (`tests_limits` runs both on
+//!   exactly that stack).
+//! - Text over `max_query_length` bytes, or with more statements than
+//!   `max_statements_per_query`, is 54000 before it is parsed
+//!   (`script`).
 
 use super::types::{codes, SqlError};
 
@@ -18,12 +22,19 @@ use super::types::{codes, SqlError};
 pub struct Limits {
     /// Deepest nesting of operators and parentheses in one expression.
     pub max_expression_depth: usize,
+    /// Longest SQL text of one message (Query or Parse), in bytes.
+    pub max_query_length: usize,
+    /// Most statements in one Query message.
+    pub max_statements_per_query: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_expression_depth: 10_000,
+            // sysbench's bulk INSERTs are 0.5 MB.
+            max_query_length: 1 << 20,
+            max_statements_per_query: 10_000,
         }
     }
 }
@@ -33,11 +44,17 @@ const STACK_BASE_BYTES: usize = 4 << 20;
 /// Stack one level of expression nesting may take, in the deepest of the
 /// recursions over it (see the module's tests).
 const STACK_BYTES_PER_LEVEL: usize = 2048;
+/// Stack per byte of SQL text for dropping the parser's tree, which nests
+/// as deep as the text's operators (`1+1+...`: one level per 2 bytes),
+/// before the conversion refuses it.
+const STACK_BYTES_PER_TEXT_BYTE: usize = 32;
 
 impl Limits {
     /// The stack for a thread that runs a session under these limits.
     pub fn stack_bytes(&self) -> usize {
-        STACK_BASE_BYTES + self.max_expression_depth * STACK_BYTES_PER_LEVEL
+        STACK_BASE_BYTES
+            + self.max_expression_depth * STACK_BYTES_PER_LEVEL
+            + self.max_query_length * STACK_BYTES_PER_TEXT_BYTE
     }
 
     /// 54001 for an expression nested deeper than the limit.

@@ -2,6 +2,7 @@
 //! secondary indexes and sequences, and the statements pgbench and
 //! sysbench send (docs/ARCHITECTURE.md, "SQL").
 //!
+//! - `script`: one message's text split into statements, within limits;
 //! - `parse`: the pre-parse shim, statement dispatch and DML mapped onto
 //!   plans; `parse_ddl`, `parse_select`: DDL and SELECT mapped onto plans;
 //! - `plan`, `expr`: plans, access paths, expressions;
@@ -24,6 +25,7 @@ mod parse_ddl;
 mod parse_select;
 mod plan;
 mod row;
+mod script;
 mod session;
 #[cfg(test)]
 mod tests;

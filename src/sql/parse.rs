@@ -11,8 +11,6 @@ use super::parse_select::select;
 use super::plan::{table_access, InsertSource, Plan};
 use super::types::{codes, Column, SqlError, SqlType};
 use sqlparser::ast::{self, Statement};
-use sqlparser::dialect::PostgreSqlDialect;
-use sqlparser::parser::{Parser, ParserError};
 
 /// Removes `with (freeze on)` (COPY FREEZE is decided by the table's
 /// state here) and turns `vacuum analyze` into `vacuum` (same tag).
@@ -41,19 +39,6 @@ pub fn is_checkpoint(sql: &str) -> bool {
         .trim_end_matches(';')
         .trim_end()
         .eq_ignore_ascii_case("checkpoint")
-}
-
-/// The statements in `sql`. The parser's recursion (parentheses,
-/// subqueries) is bounded by `max_expression_depth` too.
-pub fn parse(sql: &str, limits: &Limits) -> Result<Vec<Statement>, SqlError> {
-    Parser::new(&PostgreSqlDialect {})
-        .with_recursion_limit(limits.max_expression_depth)
-        .try_with_sql(&shim(sql))
-        .and_then(|mut p| p.parse_statements())
-        .map_err(|e| match e {
-            ParserError::RecursionLimitExceeded => limits.too_deep(),
-            e => SqlError::new(codes::SYNTAX_ERROR, format!("syntax error: {e}")),
-        })
 }
 
 /// A planned statement with its parameter types and result columns.

@@ -19,6 +19,7 @@ use super::expr::{as_int, Ctx};
 use super::limits::Limits;
 use super::parse::{self, Planned};
 use super::plan::{InsertSource, Plan};
+use super::script;
 use super::types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
 use crate::db::Database;
 use parking_lot::Mutex;
@@ -139,20 +140,20 @@ impl Session {
         declared: &[Option<SqlType>],
     ) -> Result<Arc<Prepared>, SqlError> {
         // An error in Parse fails an open block, as any error does.
-        let stmts = if parse::is_checkpoint(sql) {
+        let pieces = if parse::is_checkpoint(sql) {
             Vec::new()
         } else {
-            parse::parse(sql, &self.engine.limits).inspect_err(|e| self.fail(e))?
+            script::split(sql, &self.engine.limits).inspect_err(|e| self.fail(e))?
         };
-        let stmt = match stmts.len() {
-            0 => None,
-            1 => stmts.into_iter().next(),
-            _ => {
-                return Err(SqlError::new(
-                    codes::SYNTAX_ERROR,
-                    "cannot insert multiple commands into a prepared statement",
-                ))
-            }
+        if pieces.len() > 1 {
+            return Err(SqlError::new(
+                codes::SYNTAX_ERROR,
+                "cannot insert multiple commands into a prepared statement",
+            ));
+        }
+        let stmt = match pieces.into_iter().next() {
+            Some(p) => Some(p.parse(&self.engine.limits).inspect_err(|e| self.fail(e))?),
+            None => None,
         };
         if matches!(self.state, State::Failed)
             && !matches!(
@@ -202,21 +203,32 @@ impl Session {
                 .and_then(|p| self.execute(&p, &[]));
             return vec![r];
         }
-        let stmts = match parse::parse(sql, &self.engine.limits) {
+        // The whole message is parsed before any of it runs, as in
+        // PostgreSQL: a syntax error anywhere runs none of it.
+        let limits = &self.engine.limits;
+        let stmts = script::split(sql, limits).and_then(|pieces| {
+            let single = pieces.len() == 1;
+            pieces
+                .into_iter()
+                .map(|p| {
+                    let text = if single {
+                        sql.trim().to_string()
+                    } else {
+                        p.text.clone()
+                    };
+                    p.parse(limits).map(|s| (text, s))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        });
+        let stmts = match stmts {
             Ok(s) => s,
             Err(e) => {
                 self.fail(&e);
                 return vec![Err(e)];
             }
         };
-        let single = stmts.len() == 1;
         let mut out = Vec::new();
-        for s in stmts {
-            let text = if single {
-                sql.trim().to_string()
-            } else {
-                s.to_string()
-            };
+        for (text, s) in stmts {
             let r = if matches!(self.state, State::Failed)
                 && !matches!(s, Statement::Commit { .. } | Statement::Rollback { .. })
             {

@@ -130,3 +130,46 @@ fn typing_a_long_sum_with_a_parameter_is_linear() {
         assert!(matches!(out, Outcome::Rows { rows, .. } if rows[0][0] == Value::Int(81)));
     });
 }
+
+#[test]
+fn text_and_statements_over_their_limits_are_54000_before_parsing() {
+    let limits = Limits {
+        max_statements_per_query: 3,
+        ..Limits::default()
+    };
+    let longest = limits.max_query_length;
+    on_session_stack(limits, move |s| {
+        let three = s.simple_query("select 1; select 2;;  ; select 3;");
+        assert_eq!(three.len(), 3);
+        assert!(three.iter().all(|r| r.is_ok()), "{three:?}");
+        let four = s.simple_query("select 1; select 2; select 3; select 4");
+        assert_eq!(four.len(), 1);
+        assert_eq!(four[0].as_ref().unwrap_err().code, "54000");
+        // The longest text is parsed (its tree dropped on this stack) and
+        // refused for its depth; one byte more is refused unparsed.
+        let deepest = format!("select {}1", "1+".repeat((longest - 8) / 2));
+        assert!(deepest.len() <= longest);
+        assert_eq!(code(s, &deepest), "54001");
+        let e = one(s, &format!("{deepest} ")).unwrap_err();
+        assert_eq!(e.code, "54000");
+        // A syntax error in the third statement runs none of them.
+        let r = s.simple_query("create table u (id int); select 1; selec 2");
+        assert_eq!(r[0].as_ref().unwrap_err().code, "42601");
+        assert_eq!(code(s, "select * from u"), "42P01");
+        assert_eq!(value(s, "select 7"), Value::Int(7));
+    });
+}
+
+#[test]
+fn an_error_quotes_at_most_a_kilobyte_of_the_statement() {
+    on_session_stack(Limits::default(), |s| {
+        let huge = format!(
+            "select 1 from t natural join t as u where '{}' = ''",
+            "x".repeat(100_000)
+        );
+        let e = one(s, &huge).unwrap_err();
+        assert_eq!(e.code, "0A000");
+        assert!(e.message.len() < 1100, "{} bytes", e.message.len());
+        assert!(e.message.ends_with("bytes more)"), "{}", &e.message[..100]);
+    });
+}

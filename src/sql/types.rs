@@ -154,12 +154,24 @@ pub struct SqlError {
     pub message: String,
 }
 
+/// The longest message an error carries, in bytes: what it quotes (a
+/// statement, a value) is cut there, so a 10 MB statement is not echoed
+/// back whole.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 1024;
+
 impl SqlError {
     pub fn new(code: &'static str, message: impl Into<String>) -> SqlError {
-        SqlError {
-            code,
-            message: message.into(),
+        let mut message = message.into();
+        if message.len() > MAX_ERROR_MESSAGE_BYTES {
+            let mut cut = MAX_ERROR_MESSAGE_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let more = message.len() - cut;
+            message.truncate(cut);
+            message.push_str(&format!("... ({more} bytes more)"));
         }
+        SqlError { code, message }
     }
 
     /// 0A000: a statement this server does not run, quoted.

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use untorn::server::{Server, ServerConfig};
+use untorn::server::{Server, ServerConfig, DEFAULT_MAX_MESSAGE_SIZE};
 use untorn::settings::{parse_size, WalCompression};
 use untorn::sql::{Limits, SqlEngine};
 use untorn::{Database, Error, Options};
@@ -35,6 +35,19 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().max_expression_depth as u64,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     max_expression_depth: u64,
+    /// Longest SQL text of one Query or Parse message; longer is refused
+    /// with SQLSTATE 54000 [default: 1MB].
+    #[arg(long, value_parser = parse_size)]
+    max_query_length: Option<u64>,
+    /// Most statements in one Query message; more are refused with
+    /// SQLSTATE 54000.
+    #[arg(long, default_value_t = Limits::default().max_statements_per_query as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_statements_per_query: u64,
+    /// Longest message a client may send after start-up; a longer one
+    /// ends its connection (SQLSTATE 08P01) [default: 4MB].
+    #[arg(long, value_parser = parse_size)]
+    max_message_size: Option<u64>,
     #[command(flatten)]
     creation: CreationArgs,
     /// Buffer pool size [default: the engine's, 128MB].
@@ -114,6 +127,26 @@ fn options(a: &ServeArgs) -> untorn::Result<Options> {
     Ok(o)
 }
 
+/// The limits on one statement; `max_query_length` from 1kB to 16MB (a
+/// connection's stack grows with it).
+fn limits(a: &ServeArgs) -> untorn::Result<Limits> {
+    let max_query_length = match a.max_query_length {
+        None => Limits::default().max_query_length,
+        Some(b) if (1 << 10..=16 << 20).contains(&b) => b as usize,
+        Some(b) => {
+            return Err(Error::InvalidSetting {
+                name: "max_query_length",
+                detail: format!("{b} is out of range: must be 1kB to 16MB"),
+            })
+        }
+    };
+    Ok(Limits {
+        max_expression_depth: a.max_expression_depth as usize,
+        max_query_length,
+        max_statements_per_query: a.max_statements_per_query as usize,
+    })
+}
+
 fn password(a: &ServeArgs) -> untorn::Result<Option<String>> {
     if let Some(path) = &a.password_file {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.clone(), "read", e))?;
@@ -141,15 +174,16 @@ pub fn run(a: &ServeArgs) -> untorn::Result<ExitCode> {
     };
     let settings = db.settings();
     let db = Arc::new(db);
-    let limits = Limits {
-        max_expression_depth: a.max_expression_depth as usize,
-    };
+    let limits = limits(a)?;
     let sql = SqlEngine::open_with_limits(db.clone(), limits)
         .map_err(|e| Error::Invalid(e.to_string()))?;
     let config = ServerConfig {
         listen: a.listen,
         password: password(a)?,
         max_connections: a.max_connections,
+        max_message_size: a
+            .max_message_size
+            .map_or(DEFAULT_MAX_MESSAGE_SIZE, |b| b as usize),
     };
     let server = Server::bind(sql.clone(), &config)?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -570,6 +570,12 @@ pub trait PgWireServerHandlers: 'static {
     fn cancel_handler(&self) -> Arc<impl cancel::CancelHandler> {
         Arc::new(NoopHandler)
     }
+
+    /// untorn: the longest message accepted after start-up, in bytes
+    /// (PostgreSQL's limit, 1 GB, unless the server sets a lower one).
+    fn max_message_size(&self) -> usize {
+        crate::messages::LARGE_PACKET_SIZE_LIMIT
+    }
 }
 
 impl<T> PgWireServerHandlers for Arc<T>

@@ -41,6 +41,10 @@ pub struct PgWireMessageServerCodec<S> {
     pub client_info: DefaultClient<S>,
     #[new(default)]
     decode_context: DecodeContext,
+    /// untorn: the longest message after start-up, in bytes; a longer
+    /// one is refused from its header, before its body is buffered.
+    #[new(value = "crate::messages::LARGE_PACKET_SIZE_LIMIT")]
+    pub max_message_size: usize,
 }
 
 impl<S> Decoder for PgWireMessageServerCodec<S> {
@@ -64,6 +68,12 @@ impl<S> Decoder for PgWireMessageServerCodec<S> {
             _ => {
                 self.decode_context.awaiting_frontend_startup = false;
                 self.decode_context.awaiting_frontend_ssl = false;
+                if let Some(head) = src.get(1..5) {
+                    let len = u32::from_be_bytes(head.try_into().expect("4 bytes")) as usize;
+                    if len > self.max_message_size {
+                        return Err(PgWireError::MessageTooLarge(self.max_message_size, len));
+                    }
+                }
             }
         }
 
@@ -576,6 +586,7 @@ macro_rules! process_socket_messages {
         let error_handler = $handlers.error_handler();
 
         let socket = &mut $socket;
+        socket.codec_mut().max_message_size = $handlers.max_message_size();
         loop {
             let msg = if matches!(
                 socket.state(),
