@@ -6,6 +6,8 @@ mod common;
 
 use common::serve::{error_field, psql, Raw, Serve};
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// `n` copies of `term` (its `#` replaced by 1, 2, ...) joined by `op`.
 fn chain(term: &str, op: &str, n: usize) -> String {
@@ -140,4 +142,71 @@ fn oversized_messages_texts_and_scripts_are_refused_cheaply() {
     assert!(r.messages[0].len() < 1100, "{} bytes", r.messages[0].len());
     still_serving(port);
     assert!(serve.stop().success());
+}
+
+const ENDLESS_LOAD: &str = "insert into big select x from generate_series(1, 2000000000) as x";
+
+/// A statement that would run for hours: statement_timeout stops it
+/// (57014), and so does a CancelRequest (which was ignored).
+#[test]
+fn statement_timeout_and_cancel_requests_stop_a_running_statement() {
+    let serve = Serve::start(&["--statement-timeout", "300"]);
+    let port = serve.port;
+    accounts(port);
+    psql(port, "create table big (id int primary key)");
+    let mut raw = Raw::connect(port);
+    let r = raw.query(ENDLESS_LOAD);
+    assert_eq!(
+        (r.codes.as_slice(), r.status),
+        (&["57014".to_string()][..], b'I')
+    );
+    assert!(r.messages[0].contains("statement timeout"), "{r:?}");
+    drop(serve);
+
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    accounts(port);
+    psql(port, "create table big (id int primary key)");
+    let (mut raw, key) = Raw::connect_keyed(port);
+    // A wrong key cancels nothing.
+    Raw::cancel(port, (key.0, key.1.wrapping_add(1)));
+    assert!(raw.query("select 1").codes.is_empty());
+    // A cancel between statements is dropped, so it is sent until the
+    // statement has ended.
+    let done = Arc::new(AtomicBool::new(false));
+    let stop = done.clone();
+    let canceler = std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            Raw::cancel(port, key);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    });
+    let r = raw.query(ENDLESS_LOAD);
+    done.store(true, Ordering::SeqCst);
+    canceler.join().unwrap();
+    assert_eq!(r.codes, ["57014"], "{r:?}");
+    assert!(r.messages[0].contains("user request"), "{r:?}");
+    assert_eq!(psql(port, "select count(*) from big"), "0");
+    still_serving(port);
+    assert!(serve.stop().success());
+}
+
+/// SIGTERM left a busy server running with its port open. Now a stop
+/// ends the running statement and the server exits cleanly.
+#[test]
+fn sigterm_stops_a_server_whose_connection_is_busy() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    psql(port, "create table big (id int primary key)");
+    let mut raw = Raw::connect(port);
+    let mut body = ENDLESS_LOAD.as_bytes().to_vec();
+    body.push(0);
+    raw.send(b'Q', &body);
+    // Give the load time to start; a stop that comes first ends the
+    // connection just the same.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let status = serve.stop();
+    assert!(status.success(), "{status:?}");
+    let reply = raw.until_closed();
+    assert!(reply.iter().all(|(k, _)| *k == b'E'), "{reply:?}");
 }

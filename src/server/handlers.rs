@@ -4,8 +4,9 @@
 //! A connection runs on its own thread, so the session's mutex is never
 //! contended; it exists because pgwire's handlers take `&self`.
 
+use super::cancel::Backends;
 use super::codec;
-use crate::sql::{codes, Outcome, Prepared, Session, SqlError, SqlType, Value};
+use crate::sql::{codes, Interrupt, Outcome, Prepared, Session, SqlError, SqlType, Value};
 use async_trait::async_trait;
 use futures::{stream, Sink, SinkExt};
 use parking_lot::Mutex;
@@ -31,10 +32,15 @@ pub struct Connection {
     /// client ends the copy; reporting it mid-copy would leave the client
     /// sending CopyData into a connection that no longer expects it.
     copy_error: Mutex<Option<SqlError>>,
+    /// Where CancelRequests find this connection, and its process id there.
+    backends: Arc<Backends>,
+    pid: Mutex<Option<i32>>,
+    interrupt: Arc<Interrupt>,
 }
 
 impl Connection {
-    pub fn new(session: Session) -> Connection {
+    pub fn new(session: Session, backends: Arc<Backends>) -> Connection {
+        let interrupt = session.interrupt();
         let session = Arc::new(Mutex::new(session));
         Connection {
             parser: Arc::new(StatementParser {
@@ -42,11 +48,27 @@ impl Connection {
             }),
             session,
             copy_error: Mutex::new(None),
+            backends,
+            pid: Mutex::new(None),
+            interrupt,
+        }
+    }
+
+    /// Lists the connection for CancelRequests, once it has its key.
+    fn enlist<C: ClientInfo>(&self, client: &C) {
+        let mut pid = self.pid.lock();
+        if pid.is_none() {
+            let (p, key) = client.pid_and_secret_key();
+            self.backends.enlist(p, key, self.interrupt.clone());
+            *pid = Some(p);
         }
     }
 
     /// The connection ended: what its session left open rolls back.
     pub fn close(&self) {
+        if let Some(p) = self.pid.lock().take() {
+            self.backends.remove(p);
+        }
         self.session.lock().close();
     }
 }
@@ -130,12 +152,13 @@ fn response(outcome: Outcome, format: Option<&Format>) -> Result<Response, SqlEr
 
 #[async_trait]
 impl SimpleQueryHandler for Connection {
-    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        self.enlist(client);
         let results = self.session.lock().simple_query(query);
         let mut out = Vec::with_capacity(results.len());
         for r in results {
@@ -236,7 +259,7 @@ impl ExtendedQueryHandler for Connection {
 
     async fn do_query<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<Self::Statement>,
         _max_rows: usize,
     ) -> PgWireResult<Response>
@@ -245,6 +268,7 @@ impl ExtendedQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        self.enlist(client);
         let params = parameters(portal).map_err(user_error)?;
         let outcome = self
             .session

@@ -8,12 +8,14 @@
 //! `handlers` translates its messages to `sql::Session` calls and
 //! `codec` converts values.
 
+mod cancel;
 pub mod codec;
 mod handlers;
 pub mod startup;
 
 use crate::error::{Error, Result};
-use crate::sql::SqlEngine;
+use crate::sql::{Interrupt, SqlEngine};
+use cancel::Backends;
 use handlers::Connection;
 use parking_lot::Mutex;
 use pgwire::api::copy::CopyHandler;
@@ -63,6 +65,10 @@ impl Default for ServerConfig {
     }
 }
 
+/// The open connections by id: each one's socket and its session's
+/// interrupt, so a stop can end them.
+type Open = Arc<Mutex<HashMap<u64, (TcpStream, Arc<Interrupt>)>>>;
+
 /// A bound server: `run` serves until told to stop.
 pub struct Server {
     listener: TcpListener,
@@ -70,13 +76,20 @@ pub struct Server {
     startup: Arc<Startup>,
     max_connections: usize,
     max_message_size: usize,
-    /// Each open connection's socket, so a stop can close them.
-    open: Arc<Mutex<HashMap<u64, TcpStream>>>,
+    /// Each open connection's socket and its session's interrupt, so a
+    /// stop can end them.
+    open: Open,
+    /// The open connections for CancelRequests.
+    backends: Arc<Backends>,
 }
 
 /// How long the accept loop sleeps when no connection waits: the delay a
 /// new connection or a stop may see.
 const ACCEPT_POLL: Duration = Duration::from_millis(5);
+
+/// How long a stop waits for connections to end: their statements check
+/// for it per row, so only a wait outside them (a row lock) takes longer.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 impl Server {
     pub fn bind(sql: Arc<SqlEngine>, config: &ServerConfig) -> Result<Server> {
@@ -106,6 +119,7 @@ impl Server {
             max_connections: config.max_connections,
             max_message_size: config.max_message_size,
             open: Arc::new(Mutex::new(HashMap::new())),
+            backends: Arc::new(Backends::default()),
         })
     }
 
@@ -115,8 +129,11 @@ impl Server {
             .map_err(|e| Error::io("listener", "getsockname", e))
     }
 
-    /// Serves until `stop` is set, then closes every connection (their
-    /// open transactions abort) and returns once their threads ended.
+    /// Serves until `stop` is set, then ends every connection: its running
+    /// statement stops (57P01), its socket closes and its open transaction
+    /// aborts. Returns once their threads ended, or with an error if some
+    /// did not within `SHUTDOWN_GRACE` (one waiting on a row lock, say):
+    /// a stop takes bounded time whatever the connections are doing.
     pub fn run(&self, stop: &AtomicBool) -> Result<()> {
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let mut next_id = 0u64;
@@ -146,8 +163,19 @@ impl Server {
                 Err(e) => tracing::warn!("connection from {peer} not served: {e}"),
             }
         }
-        for s in self.open.lock().values() {
+        for (s, interrupt) in self.open.lock().values() {
+            interrupt.shut_down();
             let _ = s.shutdown(Shutdown::Both);
+        }
+        let deadline = std::time::Instant::now() + SHUTDOWN_GRACE;
+        while threads.iter().any(|t| !t.is_finished()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(ACCEPT_POLL);
+        }
+        let stuck = threads.iter().filter(|t| !t.is_finished()).count();
+        if stuck > 0 {
+            return Err(Error::Invalid(format!(
+                "{stuck} connection(s) did not end within {SHUTDOWN_GRACE:?} of the stop"
+            )));
         }
         for t in threads {
             let _ = t.join();
@@ -164,16 +192,20 @@ impl Server {
         stream.set_nodelay(true)?;
         stream.set_nonblocking(true)?;
         let spare = stream.try_clone()?;
-        self.open.lock().insert(id, stream.try_clone()?);
+        let session = self.sql.session();
+        self.open
+            .lock()
+            .insert(id, (stream.try_clone()?, session.interrupt()));
         let slot = Slot {
             open: self.open.clone(),
             id,
         };
-        let conn = Arc::new(Connection::new(self.sql.session()));
+        let conn = Arc::new(Connection::new(session, self.backends.clone()));
         let handlers = Handlers {
             conn: conn.clone(),
             startup: self.startup.clone(),
             max_message_size: self.max_message_size,
+            backends: self.backends.clone(),
         };
         std::thread::Builder::new()
             .name(format!("untorn-conn-{id}"))
@@ -214,13 +246,13 @@ fn guarded(
 /// A connection's place among `max_connections`, given back when its
 /// thread ends, however it ends.
 struct Slot {
-    open: Arc<Mutex<HashMap<u64, TcpStream>>>,
+    open: Open,
     id: u64,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some(s) = self.open.lock().remove(&self.id) {
+        if let Some((s, _)) = self.open.lock().remove(&self.id) {
             let _ = s.shutdown(Shutdown::Both);
         }
     }
@@ -261,6 +293,7 @@ struct Handlers {
     conn: Arc<Connection>,
     startup: Arc<Startup>,
     max_message_size: usize,
+    backends: Arc<Backends>,
 }
 
 impl PgWireServerHandlers for Handlers {
@@ -282,6 +315,10 @@ impl PgWireServerHandlers for Handlers {
 
     fn max_message_size(&self) -> usize {
         self.max_message_size
+    }
+
+    fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {
+        self.backends.clone()
     }
 }
 
@@ -305,12 +342,14 @@ mod tests {
         ] {
             assert!(session.simple_query(q).pop().unwrap().is_ok(), "{q}");
         }
-        let conn = Connection::new(session);
+        let conn = Connection::new(session, Arc::new(Backends::default()));
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server_side, _) = listener.accept().unwrap();
         let open = Arc::new(Mutex::new(HashMap::new()));
-        open.lock().insert(7, server_side.try_clone().unwrap());
+        let interrupt = Arc::new(Interrupt::default());
+        open.lock()
+            .insert(7, (server_side.try_clone().unwrap(), interrupt));
         let slot = Slot {
             open: open.clone(),
             id: 7,

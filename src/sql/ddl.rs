@@ -7,6 +7,7 @@ use super::catalog::{Catalog, ColumnDef, IndexDef, TableDef, TableMeta};
 use super::engine_err;
 use super::exec::{candidates, Sink};
 use super::expr::Ctx;
+use super::interrupt::UNWATCHED;
 use super::plan::Access;
 use super::row::index_key;
 use super::types::{codes, SqlError};
@@ -75,6 +76,7 @@ fn rebuild(db: &Database, old: &TableMeta, def: TableDef) -> Result<TableMeta, S
     let cx = Ctx {
         params: &[],
         now: 0,
+        watch: &UNWATCHED,
     };
     let mut reader = db.begin_shared();
     let mut sink = Sink::batched(db, &new);
@@ -154,6 +156,7 @@ pub fn create_index(
     let cx = Ctx {
         params: &[],
         now: 0,
+        watch: &UNWATCHED,
     };
     let mut reader = db.begin_shared();
     let built = (|| {

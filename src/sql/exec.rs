@@ -251,6 +251,7 @@ pub fn candidates(
      -> Result<(), SqlError> {
         let mut start = start;
         loop {
+            cx.watch.check()?;
             let chunk = tx
                 .scan(table, &start, end.as_deref(), SCAN_CHUNK)
                 .map_err(engine_err)?;
@@ -321,6 +322,7 @@ pub fn candidates(
     }
     let mut out = Vec::with_capacity(keys.len());
     for (k, row) in keys {
+        cx.watch.check()?;
         let bytes = match (row, lock) {
             (Some(r), false) => Some(r),
             (_, true) => tx.get_for_update(&meta.rows, &k).map_err(engine_err)?,
@@ -370,6 +372,7 @@ fn matching(
     if let Some(f) = filter {
         let mut kept = Vec::with_capacity(rows.len());
         for (key, row) in rows {
+            cx.watch.check()?;
             if f.holds(&row, cx)? {
                 kept.push((key, row));
             }
@@ -525,6 +528,7 @@ pub fn select(
     }
     let mut rows: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(source.len());
     for r in &source {
+        cx.watch.check()?;
         let keys = s
             .order
             .iter()

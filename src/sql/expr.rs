@@ -1,6 +1,7 @@
 //! Expressions: converted from the parser's AST against a table's
 //! columns, typed (which also infers parameter types), and evaluated.
 
+use super::interrupt::Watch;
 use super::limits::Limits;
 use super::types::{codes, SqlError, SqlType, Value};
 use sqlparser::ast::{self, BinaryOperator as B, UnaryOperator as U};
@@ -287,6 +288,8 @@ pub struct Ctx<'a> {
     pub params: &'a [Value],
     /// The statement's CURRENT_TIMESTAMP.
     pub now: i64,
+    /// Whether the statement must stop; its loops check it per row.
+    pub watch: &'a Watch<'a>,
 }
 
 fn out_of_range() -> SqlError {

@@ -26,6 +26,9 @@ pub struct Limits {
     pub max_query_length: usize,
     /// Most statements in one Query message.
     pub max_statements_per_query: usize,
+    /// How long one statement may run before it is canceled (57014), as
+    /// PostgreSQL's statement_timeout; `None`: as long as it takes.
+    pub statement_timeout: Option<std::time::Duration>,
 }
 
 impl Default for Limits {
@@ -35,6 +38,7 @@ impl Default for Limits {
             // sysbench's bulk INSERTs are 0.5 MB.
             max_query_length: 1 << 20,
             max_statements_per_query: 10_000,
+            statement_timeout: None,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! - `ddl`, `catalog`: schema changes and where schemas are kept;
 //! - `row`: the row and key codecs (docs/FORMAT.md);
 //! - `limits`: what one statement may ask (expression depth, ...);
+//! - `interrupt`: stopping a running statement (cancel, timeout, shutdown);
 //! - `session`: transaction blocks and executing each plan;
 //! - `copy`: COPY FROM STDIN, its text decoder and a session's COPY state;
 //! - `timestamp`: the `timestamp` type's text form and the clock.
@@ -19,6 +20,7 @@ mod copy;
 mod ddl;
 mod exec;
 mod expr;
+pub mod interrupt;
 pub mod limits;
 mod parse;
 mod parse_ddl;
@@ -36,6 +38,7 @@ mod tests_limits;
 pub mod timestamp;
 pub mod types;
 
+pub use interrupt::Interrupt;
 pub use limits::Limits;
 pub use session::{Prepared, Session, SqlEngine};
 pub use types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};

@@ -16,6 +16,7 @@ use super::ddl;
 use super::engine_err;
 use super::exec::{self, Sink, Tx};
 use super::expr::{as_int, Ctx};
+use super::interrupt::Interrupt;
 use super::limits::Limits;
 use super::parse::{self, Planned};
 use super::plan::{InsertSource, Plan};
@@ -72,6 +73,7 @@ impl SqlEngine {
             fresh: HashSet::new(),
             batched: HashSet::new(),
             copy: None,
+            interrupt: Arc::new(Interrupt::default()),
         }
     }
 
@@ -116,6 +118,8 @@ pub struct Session {
     /// Tables bulk-loaded outside the block's transaction, truncated if it rolls back.
     pub(super) batched: HashSet<String>,
     pub(super) copy: Option<CopyState>,
+    /// Set from other threads to stop the running statement.
+    interrupt: Arc<Interrupt>,
 }
 
 fn failed_block() -> SqlError {
@@ -126,6 +130,12 @@ fn failed_block() -> SqlError {
 }
 
 impl Session {
+    /// What stops this session's running statement (a CancelRequest, a
+    /// shutdown), for other threads to hold.
+    pub fn interrupt(&self) -> Arc<Interrupt> {
+        self.interrupt.clone()
+    }
+
     pub fn status(&self) -> TxStatus {
         match self.state {
             State::Idle => TxStatus::Idle,
@@ -326,9 +336,12 @@ impl Session {
             .zip(&stmt.planned.params)
             .map(|(v, t)| coerce_param(v, *t))
             .collect::<Result<Vec<_>, _>>()?;
+        let interrupt = self.interrupt.clone();
+        let watch = interrupt.watch(self.engine.limits.statement_timeout);
         let cx = Ctx {
             params: &params,
             now: super::timestamp::now(),
+            watch: &watch,
         };
         let cmd = |t: &str| Ok(Outcome::Command { tag: t.to_string() });
         let eng = self.engine.clone();
@@ -458,6 +471,7 @@ impl Session {
                 let mut n = 0u64;
                 let mut load = |sink: &mut Sink<'_>| -> Result<(), SqlError> {
                     for x in a..=b {
+                        cx.watch.check()?;
                         let vals = exprs
                             .iter()
                             .map(|e| e.eval(&[Value::Int(x)], &cx))
@@ -495,6 +509,7 @@ impl Session {
                 self.with_tx(|tx| {
                     let mut sink = Sink::Tx(tx);
                     for r in rows {
+                        cx.watch.check()?;
                         let vals = r
                             .iter()
                             .map(|e| e.eval(&[], &cx))

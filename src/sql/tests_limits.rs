@@ -160,6 +160,47 @@ fn text_and_statements_over_their_limits_are_54000_before_parsing() {
     });
 }
 
+const ENDLESS_LOAD: &str = "insert into big select x from generate_series(1, 2000000000) as x";
+
+#[test]
+fn a_statement_past_its_timeout_is_57014_and_undone() {
+    let limits = Limits {
+        statement_timeout: Some(std::time::Duration::from_millis(200)),
+        ..Limits::default()
+    };
+    on_session_stack(limits, |s| {
+        one(s, "create table big (id int primary key)").unwrap();
+        let e = one(s, ENDLESS_LOAD).unwrap_err();
+        assert_eq!(e.code, "57014");
+        assert!(e.message.contains("statement timeout"), "{e}");
+        assert_eq!(value(s, "select count(*) from big"), Value::Int(0));
+    });
+}
+
+#[test]
+fn a_cancel_from_another_thread_stops_the_running_statement() {
+    on_session_stack(Limits::default(), |s| {
+        one(s, "create table big (id int primary key)").unwrap();
+        let interrupt = s.interrupt();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = done.clone();
+        // A cancel between statements is dropped, so it is sent until
+        // the statement has ended.
+        let canceler = std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                interrupt.cancel();
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        });
+        let e = one(s, ENDLESS_LOAD).unwrap_err();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        canceler.join().unwrap();
+        assert_eq!(e.code, "57014");
+        assert!(e.message.contains("user request"), "{e}");
+        assert_eq!(value(s, "select count(*) from big"), Value::Int(0));
+    });
+}
+
 #[test]
 fn an_error_quotes_at_most_a_kilobyte_of_the_statement() {
     on_session_stack(Limits::default(), |s| {

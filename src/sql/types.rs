@@ -216,6 +216,8 @@ pub mod codes {
     pub const DEADLOCK_DETECTED: &str = "40P01";
     pub const SERIALIZATION_FAILURE: &str = "40001";
     pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
+    pub const QUERY_CANCELED: &str = "57014";
+    pub const ADMIN_SHUTDOWN: &str = "57P01";
     pub const STATEMENT_TOO_COMPLEX: &str = "54001";
     pub const DISK_FULL: &str = "53100";
     pub const OBJECT_IN_USE: &str = "55006";

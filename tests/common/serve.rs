@@ -107,6 +107,8 @@ pub struct Reply {
     pub codes: Vec<String>,
     pub messages: Vec<String>,
     pub status: u8,
+    /// BackendKeyData's process id and secret key, if it came.
+    pub key: Option<(i32, i32)>,
 }
 
 /// A field of an ErrorResponse body (`b'C'`: the SQLSTATE, `b'M'`: the message).
@@ -122,10 +124,25 @@ pub struct Raw(pub TcpStream);
 impl Raw {
     /// Connects and starts up as user `raw`, up to the first ReadyForQuery.
     pub fn connect(port: u16) -> Raw {
+        Raw::connect_keyed(port).0
+    }
+
+    /// `connect`, with the process id and secret key a CancelRequest needs.
+    pub fn connect_keyed(port: u16) -> (Raw, (i32, i32)) {
         let mut r = Raw::open(port);
         r.startup(&["user", "raw", "database", "raw"]);
-        r.until_ready();
-        r
+        let key = r.until_ready().key.expect("no BackendKeyData");
+        (r, key)
+    }
+
+    /// Sends a CancelRequest for the connection `key` names, on a
+    /// connection of its own, as libpq's PQcancel does.
+    pub fn cancel(port: u16, key: (i32, i32)) {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let words = [16, 80877102, key.0, key.1];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+        s.write_all(&bytes).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
     }
 
     /// Connects without starting up.
@@ -172,6 +189,7 @@ impl Raw {
             codes: Vec::new(),
             messages: Vec::new(),
             status: 0,
+            key: None,
         };
         loop {
             let Some((kind, body)) = self.message() else {
@@ -181,6 +199,10 @@ impl Raw {
             if kind == b'E' {
                 r.codes.extend(error_field(&body, b'C'));
                 r.messages.extend(error_field(&body, b'M'));
+            }
+            if kind == b'K' && body.len() == 8 {
+                let word = |i: usize| i32::from_be_bytes(body[i..i + 4].try_into().unwrap());
+                r.key = Some((word(0), word(4)));
             }
             if kind == b'Z' {
                 r.status = body[0];

@@ -44,6 +44,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().max_statements_per_query as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_statements_per_query: u64,
+    /// statement_timeout in milliseconds, PostgreSQL's unit: a statement
+    /// running longer is canceled (SQLSTATE 57014); 0: no limit.
+    #[arg(long, default_value_t = 0)]
+    statement_timeout: u64,
     /// Longest message a client may send after start-up; a longer one
     /// ends its connection (SQLSTATE 08P01) [default: 4MB].
     #[arg(long, value_parser = parse_size)]
@@ -144,6 +148,8 @@ fn limits(a: &ServeArgs) -> untorn::Result<Limits> {
         max_expression_depth: a.max_expression_depth as usize,
         max_query_length,
         max_statements_per_query: a.max_statements_per_query as usize,
+        statement_timeout: (a.statement_timeout > 0)
+            .then(|| Duration::from_millis(a.statement_timeout)),
     })
 }
 

@@ -1,0 +1,110 @@
+//! Stopping a running statement from outside it: a CancelRequest and
+//! `statement_timeout` (57014), a server shutting down (57P01).
+//!
+//! Rules: a session owns one `Interrupt`; other threads hold it in an Arc
+//! and only set it. A statement's executor loops call `Watch::check` for
+//! each row (and each chunk of a scan), so a statement stops within one
+//! row's work of being told. A cancel that arrives between statements is
+//! dropped when the next one starts, as PostgreSQL drops it; a shutdown
+//! stops every statement after it.
+
+use super::types::{codes, SqlError};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+const RUNNING: u8 = 0;
+const CANCELED: u8 = 1;
+const SHUTTING_DOWN: u8 = 2;
+
+/// What other threads may tell a session's running statement.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    state: AtomicU8,
+}
+
+impl Interrupt {
+    /// A CancelRequest: the running statement stops with 57014.
+    pub fn cancel(&self) {
+        let _ = self
+            .state
+            .compare_exchange(RUNNING, CANCELED, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// The server stops: this statement and every later one stop with 57P01.
+    pub fn shut_down(&self) {
+        self.state.store(SHUTTING_DOWN, Ordering::SeqCst);
+    }
+
+    /// A statement starts, with `timeout` (statement_timeout) if any.
+    pub(super) fn watch(&self, timeout: Option<Duration>) -> Watch<'_> {
+        let _ = self
+            .state
+            .compare_exchange(CANCELED, RUNNING, Ordering::SeqCst, Ordering::SeqCst);
+        Watch {
+            interrupt: Some(self),
+            deadline: timeout.map(|t| Instant::now() + t),
+        }
+    }
+}
+
+/// One running statement's view of its interrupt and deadline.
+#[derive(Debug)]
+pub struct Watch<'a> {
+    interrupt: Option<&'a Interrupt>,
+    deadline: Option<Instant>,
+}
+
+/// For work no client waits on (an index build inside DDL).
+pub static UNWATCHED: Watch<'static> = Watch {
+    interrupt: None,
+    deadline: None,
+};
+
+impl Watch<'_> {
+    /// Whether the statement must stop, as the error it stops with.
+    pub fn check(&self) -> Result<(), SqlError> {
+        match self.interrupt.map(|i| i.state.load(Ordering::Relaxed)) {
+            Some(CANCELED) => Err(SqlError::new(
+                codes::QUERY_CANCELED,
+                "canceling statement due to user request",
+            )),
+            Some(SHUTTING_DOWN) => Err(SqlError::new(
+                codes::ADMIN_SHUTDOWN,
+                "terminating connection due to administrator command",
+            )),
+            _ if self.deadline.is_some_and(|d| Instant::now() >= d) => Err(SqlError::new(
+                codes::QUERY_CANCELED,
+                "canceling statement due to statement timeout",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancel_stops_the_running_statement_only() {
+        let i = Interrupt::default();
+        let w = i.watch(None);
+        assert!(w.check().is_ok());
+        i.cancel();
+        assert_eq!(w.check().unwrap_err().code, "57014");
+        // The next statement starts afresh.
+        assert!(i.watch(None).check().is_ok());
+        i.shut_down();
+        i.cancel();
+        assert_eq!(i.watch(None).check().unwrap_err().code, "57P01");
+    }
+
+    #[test]
+    fn a_passed_deadline_is_a_statement_timeout() {
+        let i = Interrupt::default();
+        let e = i.watch(Some(Duration::ZERO)).check().unwrap_err();
+        assert_eq!(e.code, "57014");
+        assert!(e.message.contains("statement timeout"), "{e}");
+        assert!(UNWATCHED.check().is_ok());
+    }
+}
