@@ -210,3 +210,112 @@ fn sigterm_stops_a_server_whose_connection_is_busy() {
     let reply = raw.until_closed();
     assert!(reply.iter().all(|(k, _)| *k == b'E'), "{reply:?}");
 }
+
+/// The statements up to Sync are one implicit transaction: an error
+/// rolls back what went before it (an UPDATE was kept), and a client that
+/// leaves before Sync commits nothing (Execute, Flush, close committed).
+#[test]
+fn an_extended_batch_is_one_transaction_until_sync() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    accounts(port);
+    let mut raw = Raw::connect(port);
+    raw.parse("", "update acc set bal = bal + 5 where aid = 1");
+    raw.bind("", "", &[]);
+    raw.execute("", 0);
+    raw.parse("", "select 1 / 0");
+    raw.bind("", "", &[]);
+    raw.execute("", 0);
+    let r = raw.sync();
+    assert_eq!(
+        (r.codes.as_slice(), r.status),
+        (&["22012".to_string()][..], b'I')
+    );
+    still_serving(port);
+
+    // Two updates and a Sync: both land.
+    for aid in ["1", "2"] {
+        raw.parse("", "update acc set bal = bal + $1 where aid = $2");
+        raw.bind("", "", &["-5", aid]);
+        raw.execute("", 0);
+    }
+    raw.parse("", "update acc set bal = bal + 10 where aid = 3");
+    raw.bind("", "", &[]);
+    raw.execute("", 0);
+    assert!(raw.sync().codes.is_empty());
+    still_serving(port);
+
+    // Executed and flushed, then gone without Sync: rolled back.
+    raw.parse("", "update acc set bal = bal + 1 where aid = 4");
+    raw.bind("", "", &[]);
+    raw.execute("", 0);
+    raw.send(b'H', &[]);
+    let (kinds, _): (Vec<u8>, Vec<_>) = (0..3).map(|_| raw.message().unwrap()).unzip();
+    assert_eq!(kinds, b"12C");
+    drop(raw);
+    // This waits for the row's lock, so it runs after the rollback.
+    psql(port, "update acc set bal = bal where aid = 4");
+    still_serving(port);
+    assert!(serve.stop().success());
+}
+
+/// Bind and Parse misuses PostgreSQL refuses: each is an error (not
+/// accepted, not a silent close), and the connection or the server goes on.
+#[test]
+fn bind_and_parse_misuses_are_errors() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    accounts(port);
+    let mut raw = Raw::connect(port);
+    let sql = "select bal from acc where aid = $1";
+    let refused = |raw: &mut Raw, code: &str| {
+        let r = raw.sync();
+        assert_eq!(
+            (r.codes.as_slice(), r.status),
+            (&[code.to_string()][..], b'I')
+        );
+    };
+    // Too few and too many parameters.
+    for params in [&[][..], &["1", "2"][..]] {
+        raw.parse("", sql);
+        raw.bind("", "", params);
+        refused(&mut raw, "08P01");
+    }
+    // Format code 7.
+    raw.parse("", sql);
+    let mut body = b"\0\0".to_vec();
+    body.extend_from_slice(&[0, 1, 0, 7, 0, 1, 0, 0, 0, 1, b'1', 0, 0]);
+    raw.send(b'B', &body);
+    refused(&mut raw, "22023");
+    // A named statement prepared twice.
+    raw.parse("s1", sql);
+    assert!(raw.sync().codes.is_empty());
+    raw.parse("s1", "select 1");
+    refused(&mut raw, "42P05");
+    raw.bind("", "s1", &["2"]);
+    raw.execute("", 0);
+    let r = raw.sync();
+    assert_eq!(r.kinds.iter().filter(|k| **k == b'D').count(), 1, "{r:?}");
+
+    // A Bind claiming 30,000 parameters it does not carry, and a
+    // FunctionCall: an error, then the connection ends.
+    for (kind, body) in [
+        (
+            b'B',
+            [&b"\0\0\0\0"[..], &30_000i16.to_be_bytes(), &[0, 0, 0, 0]].concat(),
+        ),
+        (b'F', [&1234i32.to_be_bytes()[..], &[0; 8]].concat()),
+    ] {
+        let mut raw = Raw::connect(port);
+        raw.send(kind, &body);
+        raw.send(b'S', &[]);
+        let reply = raw.until_closed();
+        assert_eq!(reply.first().map(|m| m.0), Some(b'E'), "{reply:?}");
+        assert!(
+            reply.iter().all(|m| m.0 != b'Z'),
+            "ReadyForQuery after FATAL: {reply:?}"
+        );
+    }
+    still_serving(port);
+    assert!(serve.stop().success());
+}

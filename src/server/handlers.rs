@@ -15,10 +15,12 @@ use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{CopyResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
-use pgwire::messages::response::CommandComplete;
+use pgwire::messages::extendedquery::Sync as SyncMessage;
+use pgwire::messages::response::{CommandComplete, ReadyForQuery};
 use pgwire::messages::PgWireBackendMessage;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -273,9 +275,37 @@ impl ExtendedQueryHandler for Connection {
         let outcome = self
             .session
             .lock()
-            .execute(&portal.statement.statement, &params)
+            .execute_in_batch(&portal.statement.statement, &params)
             .map_err(user_error)?;
         response(outcome, Some(&portal.result_column_format)).map_err(user_error)
+    }
+
+    /// Sync ends the batch's implicit transaction (committing it, or, after
+    /// an error, leaving it rolled back) before ReadyForQuery, as pgwire's
+    /// own Sync does otherwise.
+    async fn on_sync<C>(&self, client: &mut C, _message: SyncMessage) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let committed = self.session.lock().sync();
+        if let Err(e) = committed {
+            let info = error_info(e);
+            client
+                .feed(PgWireBackendMessage::ErrorResponse(info.into()))
+                .await?;
+        }
+        client.portal_store().rm_portal("");
+        let status = client.transaction_status();
+        client
+            .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
+                status,
+            )))
+            .await?;
+        client.flush().await?;
+        Ok(())
     }
 }
 

@@ -11,7 +11,8 @@
 //! - `row`: the row and key codecs (docs/FORMAT.md);
 //! - `limits`: what one statement may ask (expression depth, ...);
 //! - `interrupt`: stopping a running statement (cancel, timeout, shutdown);
-//! - `session`: transaction blocks and executing each plan;
+//! - `session`: transaction blocks and executing each plan; `implicit`:
+//!   the extended protocol's implicit transactions and a session's end;
 //! - `copy`: COPY FROM STDIN, its text decoder and a session's COPY state;
 //! - `timestamp`: the `timestamp` type's text form and the clock.
 
@@ -20,6 +21,7 @@ mod copy;
 mod ddl;
 mod exec;
 mod expr;
+mod implicit;
 pub mod interrupt;
 pub mod limits;
 mod parse;

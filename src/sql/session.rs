@@ -74,6 +74,7 @@ impl SqlEngine {
             batched: HashSet::new(),
             copy: None,
             interrupt: Arc::new(Interrupt::default()),
+            implicit: false,
         }
     }
 
@@ -101,6 +102,16 @@ impl Prepared {
     pub fn sql(&self) -> &str {
         &self.sql
     }
+    /// BEGIN, COMMIT or ROLLBACK.
+    pub(super) fn is_transaction_control(&self) -> bool {
+        matches!(
+            self.planned.plan,
+            Plan::Begin | Plan::Commit | Plan::Rollback
+        )
+    }
+    pub(super) fn is_begin(&self) -> bool {
+        matches!(self.planned.plan, Plan::Begin)
+    }
 }
 
 pub(super) enum State {
@@ -120,6 +131,9 @@ pub struct Session {
     pub(super) copy: Option<CopyState>,
     /// Set from other threads to stop the running statement.
     interrupt: Arc<Interrupt>,
+    /// The block is an extended-protocol batch's implicit transaction
+    /// (`implicit`), which Sync ends.
+    pub(super) implicit: bool,
 }
 
 fn failed_block() -> SqlError {
@@ -259,15 +273,25 @@ impl Session {
         out
     }
 
-    /// The client is gone: a COPY in progress and an open block roll back
-    /// (with the bulk loads they did), as when the client says ROLLBACK.
-    pub fn close(&mut self) {
-        if self.copy.is_some() {
-            self.copy_fail("the connection ended");
+    /// Ends a block as COMMIT does: its transaction commits (a failed
+    /// one is rolled back already); the tag says which.
+    pub(super) fn end_block(&mut self) -> Result<&'static str, SqlError> {
+        self.implicit = false;
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Failed => Ok("ROLLBACK"),
+            State::Idle => Ok("COMMIT"),
+            State::Block(tx) => match tx.map(|t| t.commit().map_err(engine_err)).transpose() {
+                Ok(_) => {
+                    self.batched.clear();
+                    self.fresh.clear();
+                    Ok("COMMIT")
+                }
+                Err(e) => {
+                    self.undo_bulk();
+                    Err(e)
+                }
+            },
         }
-        let ended = SqlError::new(codes::CONNECTION_FAILURE, "the connection ended");
-        self.fail(&ended);
-        self.state = State::Idle;
     }
 
     /// After an error: a block fails, its transaction and bulk loads undone.
@@ -359,24 +383,7 @@ impl Session {
                 }
                 cmd("BEGIN")
             }
-            Plan::Commit => match std::mem::replace(&mut self.state, State::Idle) {
-                State::Failed => cmd("ROLLBACK"),
-                State::Idle => cmd("COMMIT"),
-                State::Block(tx) => {
-                    let r = tx.map(|t| t.commit().map_err(engine_err)).transpose();
-                    match r {
-                        Ok(_) => {
-                            self.batched.clear();
-                            self.fresh.clear();
-                            cmd("COMMIT")
-                        }
-                        Err(e) => {
-                            self.undo_bulk();
-                            Err(e)
-                        }
-                    }
-                }
-            },
+            Plan::Commit => cmd(self.end_block()?),
             Plan::Rollback => {
                 if let State::Block(Some(t)) = std::mem::replace(&mut self.state, State::Idle) {
                     t.abort();

@@ -9,7 +9,7 @@ use tokio::sync::Mutex;
 
 use crate::api::Type;
 use crate::api::results::QueryResponse;
-use crate::error::{PgWireError, PgWireResult};
+use crate::error::{ErrorInfo, PgWireError, PgWireResult};
 use crate::messages::data::FORMAT_CODE_BINARY;
 use crate::messages::extendedquery::Bind;
 use crate::types::FromSqlText;
@@ -106,6 +106,21 @@ impl<S: Clone> Portal<S> {
             .portal_name
             .clone()
             .unwrap_or_else(|| DEFAULT_NAME.to_owned());
+
+        // untorn: a format code is 0 (text) or 1 (binary), as PostgreSQL
+        // requires; any other was read as binary.
+        if let Some(code) = bind
+            .parameter_format_codes
+            .iter()
+            .chain(&bind.result_column_format_codes)
+            .find(|c| !matches!(c, 0 | 1))
+        {
+            return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                "ERROR".to_owned(),
+                "22023".to_owned(),
+                format!("unsupported format code: {code}"),
+            ))));
+        }
 
         // param format
         let param_format = Format::from_codes(&bind.parameter_format_codes);

@@ -207,6 +207,15 @@ pub trait ExtendedQueryHandler: Send + Sync {
             .clone()
             .unwrap_or_else(|| DEFAULT_NAME.to_owned());
 
+        // untorn: a named statement is not replaced, as in PostgreSQL
+        // (the unnamed one is).
+        if name != DEFAULT_NAME && client.portal_store().get_statement(&name).is_some() {
+            return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                SEVERITY_ERROR.to_owned(),
+                "42P05".to_owned(),
+                format!("prepared statement \"{name}\" already exists"),
+            ))));
+        }
         let parser = self.query_parser();
         match StoredStatement::parse(client, &message, parser).await? {
             Some(stmt) => client.portal_store().put_statement(Arc::new(stmt)),
@@ -237,6 +246,23 @@ pub trait ExtendedQueryHandler: Send + Sync {
 
         match client.portal_store().get_statement(statement_name) {
             Some(Entry::Value(statement)) => {
+                // untorn: the parameter count is checked at Bind, as in
+                // PostgreSQL, not when (if ever) the portal runs.
+                let wanted = self
+                    .query_parser()
+                    .get_parameter_types(&statement.statement)?
+                    .len();
+                if message.parameters.len() != wanted {
+                    return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                        SEVERITY_ERROR.to_owned(),
+                        "08P01".to_owned(),
+                        format!(
+                            "bind message supplies {} parameters, but prepared statement {:?} requires {wanted}",
+                            message.parameters.len(),
+                            statement_name
+                        ),
+                    ))));
+                }
                 let portal = Portal::try_new(&message, statement)?;
                 client.portal_store().put_portal(Arc::new(portal));
             }
