@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::serve::{error_field, psql, Raw, Serve};
+use common::serve::{client, error_field, psql, Raw, Serve};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -257,6 +257,63 @@ fn an_extended_batch_is_one_transaction_until_sync() {
     psql(port, "update acc set bal = bal where aid = 4");
     still_serving(port);
     assert!(serve.stop().success());
+}
+
+/// A client over max_connections got a reset (psql: "server sent an
+/// error response during SSL exchange"); now it reads PostgreSQL's
+/// message. A start-up packet without a user is refused (28000), and no
+/// ReadyForQuery follows a FATAL error.
+#[test]
+fn refusals_at_start_up_read_as_postgresql_s() {
+    let serve = Serve::start(&["--max-connections", "1"]);
+    let port = serve.port;
+    let mut held = Raw::connect(port);
+    let mut c = client("psql");
+    c.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-U",
+        "u",
+        "-d",
+        "u",
+    ])
+    .args(["-X", "-c", "select 1"]);
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("sorry, too many clients already"), "{err}");
+    assert!(held.query("select 1").codes.is_empty());
+    drop(held);
+    drop(serve);
+
+    let serve = Serve::start(&[]);
+    let mut raw = Raw::open(serve.port);
+    raw.startup(&["database", "d"]);
+    let reply = raw.until_closed();
+    let kinds: Vec<u8> = reply.iter().map(|m| m.0).collect();
+    assert_eq!(kinds, b"E", "{reply:?}");
+    assert_eq!(error_field(&reply[0].1, b'C').as_deref(), Some("28000"));
+    assert_eq!(error_field(&reply[0].1, b'S').as_deref(), Some("FATAL"));
+    assert!(Raw::connect(serve.port).query("select 1").codes.is_empty());
+}
+
+/// A wrong SCRAM password names the user who tried (it named "").
+#[test]
+fn a_failed_password_names_the_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("password");
+    std::fs::write(&secret, "pencil\n").unwrap();
+    let serve = Serve::start(&["--password-file", secret.to_str().unwrap()]);
+    let mut c = client("psql");
+    c.env("PGPASSWORD", "crayon")
+        .args(["-h", "127.0.0.1", "-p", &serve.port.to_string()])
+        .args(["-U", "alice", "-d", "u", "-X", "-w", "-c", "select 1"]);
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("\"alice\""), "{err}");
 }
 
 /// Bind and Parse misuses PostgreSQL refuses: each is an error (not

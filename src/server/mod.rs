@@ -26,10 +26,10 @@ use pgwire::messages::response::ErrorResponse;
 use pgwire::messages::Message;
 use startup::Startup;
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -154,7 +154,7 @@ impl Server {
             };
             threads.retain(|t| !t.is_finished());
             if self.open.lock().len() >= self.max_connections {
-                send_fatal(stream, "53300", "sorry, too many clients already");
+                refuse_busy(stream);
                 continue;
             }
             next_id += 1;
@@ -275,6 +275,58 @@ fn serve_connection(stream: TcpStream, handlers: Handlers) -> std::io::Result<()
         let stream = tokio::net::TcpStream::from_std(stream)?;
         pgwire::tokio::process_socket(stream, None, handlers).await
     })
+}
+
+/// At most this many connections over `max_connections` are answered
+/// as PostgreSQL answers them (SSLRequest first) at a time; beyond, the
+/// error is sent at once.
+const REFUSING_MAX: usize = 8;
+static REFUSING: AtomicUsize = AtomicUsize::new(0);
+
+/// Refuses a connection over `max_connections` readably: as PostgreSQL,
+/// it answers an SSLRequest (or GSSENCRequest) with `N` and reads the
+/// start-up packet first, so libpq shows "sorry, too many clients
+/// already" rather than an error "during SSL exchange". On a thread of
+/// its own (a second at most), so the accept loop never waits on it.
+fn refuse_busy(stream: TcpStream) {
+    if REFUSING.fetch_add(1, Ordering::SeqCst) >= REFUSING_MAX {
+        REFUSING.fetch_sub(1, Ordering::SeqCst);
+        send_fatal(stream, "53300", "sorry, too many clients already");
+        return;
+    }
+    let refuse = move || {
+        negotiate_until_startup(&stream);
+        send_fatal(stream, "53300", "sorry, too many clients already");
+        REFUSING.fetch_sub(1, Ordering::SeqCst);
+    };
+    if std::thread::Builder::new().spawn(refuse).is_err() {
+        REFUSING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Reads (and drops) what a client sends before its start-up packet ends:
+/// an SSLRequest or GSSENCRequest is answered `N`. Gives up after a second.
+fn negotiate_until_startup(mut stream: &TcpStream) {
+    const NEGOTIATION_CODES: [u32; 2] = [80877103, 80877104];
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    for _ in 0..3 {
+        let mut head = [0u8; 8];
+        if stream.read_exact(&mut head).is_err() {
+            return;
+        }
+        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let code = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        if len == 8 && NEGOTIATION_CODES.contains(&code) {
+            if stream.write_all(b"N").is_err() {
+                return;
+            }
+            continue;
+        }
+        let rest = len.saturating_sub(8).min(10_000) as u64;
+        let _ = std::io::copy(&mut stream.take(rest), &mut std::io::sink());
+        return;
+    }
 }
 
 /// Ends a connection with a FATAL ErrorResponse, as PostgreSQL refuses

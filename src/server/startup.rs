@@ -10,7 +10,7 @@ use pgwire::api::auth::{
     LoginInfo, Password, ServerParameterProvider, StartupHandler,
 };
 use pgwire::api::{ClientInfo, PidSecretKeyGenerator, RandomPidSecretKeyGenerator};
-use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -104,6 +104,16 @@ impl StartupHandler for Startup {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        if let PgWireFrontendMessage::Startup(ref startup) = message {
+            // As PostgreSQL: a user name is required (any, with trust).
+            if startup.parameters.get("user").is_none_or(|u| u.is_empty()) {
+                return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                    "FATAL".into(),
+                    "28000".into(),
+                    "no PostgreSQL user name specified in startup packet".into(),
+                ))));
+            }
+        }
         match self {
             Startup::Scram(sasl) => sasl.on_startup(client, message).await,
             Startup::Trust => {

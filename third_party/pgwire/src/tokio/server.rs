@@ -342,7 +342,9 @@ where
 
     if wait_for_sync {
         socket.set_state(PgWireConnectionState::AwaitingSync);
-    } else {
+    } else if !is_fatal {
+        // untorn: a FATAL error ends the session; PostgreSQL sends no
+        // ReadyForQuery after it.
         socket.set_state(PgWireConnectionState::ReadyForQuery);
         socket
             .feed(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(

@@ -318,7 +318,19 @@ where
             SASLState::ScramServerFirstSent(authenticator) => {
                 // second response, client_final
                 let resp = msg.into_sasl_response()?;
-                let server_final = authenticator.on_client_final_message(&resp.data)?;
+                // untorn: libpq sends SCRAM's user name empty; PostgreSQL
+                // names the start-up user in the failure, so do we.
+                let server_final = authenticator
+                    .on_client_final_message(&resp.data)
+                    .map_err(|e| match e {
+                        PgWireError::InvalidPassword(_) => PgWireError::InvalidPassword(
+                            LoginInfo::from_client_info(client)
+                                .user()
+                                .unwrap_or_default()
+                                .to_owned(),
+                        ),
+                        e => e,
+                    })?;
                 Ok((
                     Authentication::SASLFinal(server_final.into()),
                     SASLState::Finished,
