@@ -245,6 +245,14 @@ fn an_extended_batch_is_one_transaction_until_sync() {
     assert!(raw.sync().codes.is_empty());
     still_serving(port);
 
+    // So are the statements of one Query message.
+    let r = raw.query("update acc set bal = bal + 5 where aid = 2; select 1 / 0");
+    assert_eq!(
+        (r.codes.as_slice(), r.status),
+        (&["22012".to_string()][..], b'I')
+    );
+    still_serving(port);
+
     // Executed and flushed, then gone without Sync: rolled back.
     raw.parse("", "update acc set bal = bal + 1 where aid = 4");
     raw.bind("", "", &[]);

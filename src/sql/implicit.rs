@@ -1,7 +1,8 @@
 //! The extended protocol's implicit transactions, and a session's end.
 //!
 //! Rules, as PostgreSQL's: the statements an extended-protocol client
-//! sends up to Sync run in one implicit transaction. It begins with the
+//! sends up to Sync, and the statements of one Query message of several
+//! (unless one is a COPY), run in one implicit transaction. It begins with the
 //! first statement that is not BEGIN, COMMIT or ROLLBACK; Sync commits it;
 //! an error rolls all of it back at once (the client's later messages are
 //! discarded up to Sync). BEGIN inside it makes it an explicit block that
@@ -12,8 +13,8 @@ use super::session::{Prepared, Session, State};
 use super::types::{codes, Outcome, SqlError, Value};
 
 impl Session {
-    /// Runs one statement of an extended-protocol batch, in the batch's
-    /// implicit transaction.
+    /// Runs one statement of an extended-protocol batch (or of a Query
+    /// message of several), in the batch's implicit transaction.
     pub fn execute_in_batch(
         &mut self,
         stmt: &Prepared,
@@ -33,8 +34,9 @@ impl Session {
         r
     }
 
-    /// Sync: the batch's implicit transaction commits, or, failed, is
-    /// over (it was rolled back at its error). An explicit block stays.
+    /// Sync (or a Query message's end): the batch's implicit transaction
+    /// commits, or, failed, is over (it was rolled back at its error). An
+    /// explicit block stays.
     pub fn sync(&mut self) -> Result<(), SqlError> {
         if self.implicit {
             self.end_block()?;

@@ -251,6 +251,12 @@ impl Session {
                 return vec![Err(e)];
             }
         };
+        // Several statements are one implicit transaction, as in
+        // PostgreSQL (`implicit`); with a COPY among them each is its own.
+        let batch = stmts.len() > 1
+            && !stmts
+                .iter()
+                .any(|(_, s)| matches!(s, Statement::Copy { .. }));
         let mut out = Vec::new();
         for (text, s) in stmts {
             let r = if matches!(self.state, State::Failed)
@@ -258,8 +264,13 @@ impl Session {
             {
                 Err(failed_block())
             } else {
-                self.plan(&text, Some(s), &[])
-                    .and_then(|p| self.execute(&p, &[]))
+                self.plan(&text, Some(s), &[]).and_then(|p| {
+                    if batch {
+                        self.execute_in_batch(&p, &[])
+                    } else {
+                        self.execute(&p, &[])
+                    }
+                })
             };
             let stop = matches!(r, Err(_) | Ok(Outcome::CopyIn { .. }));
             if let Err(e) = &r {
@@ -268,6 +279,11 @@ impl Session {
             out.push(r);
             if stop {
                 break;
+            }
+        }
+        if batch {
+            if let Err(e) = self.sync() {
+                out.push(Err(e));
             }
         }
         out
