@@ -70,6 +70,14 @@ pub fn plan(
         } => Plan::Rollback,
         Statement::Vacuum(_) => Plan::Noop("VACUUM"),
         Statement::Analyze(_) => Plan::Noop("ANALYZE"),
+        Statement::Set(ast::Set::SingleAssignment {
+            scope: None | Some(ast::ContextModifier::Session),
+            hivevar: false,
+            variable,
+            values,
+        }) if object_name(variable, sql)? == "statement_timeout" && values.len() == 1 => {
+            Plan::SetStatementTimeout(timeout(&values[0], sql)?)
+        }
         Statement::CreateTable(ct) => create_table(ct, sql, limits)?,
         Statement::Drop {
             object_type: ast::ObjectType::Table,
@@ -133,6 +141,43 @@ pub fn plan(
         params,
         columns,
     })
+}
+
+/// A statement_timeout as PostgreSQL reads it: milliseconds, or a
+/// number with a unit (`us`, `ms`, `s`, `min`, `h`, `d`); 0 is no limit.
+fn timeout(value: &ast::Expr, sql: &str) -> Result<Option<std::time::Duration>, SqlError> {
+    let text = match value {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) => n.clone(),
+            ast::Value::SingleQuotedString(s) => s.clone(),
+            _ => return Err(SqlError::not_supported(sql)),
+        },
+        _ => return Err(SqlError::not_supported(sql)),
+    };
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = (&t[..split], t[split..].trim());
+    let per_unit_us: u64 = match unit {
+        "us" => 1,
+        "" | "ms" => 1_000,
+        "s" => 1_000_000,
+        "min" => 60_000_000,
+        "h" => 3_600_000_000,
+        "d" => 86_400_000_000,
+        _ => 0,
+    };
+    let us = number
+        .parse::<u64>()
+        .ok()
+        .filter(|_| per_unit_us > 0)
+        .and_then(|n| n.checked_mul(per_unit_us))
+        .ok_or_else(|| {
+            SqlError::new(
+                codes::INVALID_PARAMETER_VALUE,
+                format!("invalid value for parameter \"statement_timeout\": \"{text}\""),
+            )
+        })?;
+    Ok((us > 0).then_some(std::time::Duration::from_micros(us)))
 }
 
 pub(super) fn column_of(cols: &[ColumnDef], name: &str) -> Result<usize, SqlError> {

@@ -14,6 +14,9 @@ pub enum Plan {
     Noop(&'static str),
     /// CHECKPOINT: a checkpoint now, durable when it returns.
     Checkpoint,
+    /// SET statement_timeout: the session's from its next statement
+    /// (`None`: no limit).
+    SetStatementTimeout(Option<std::time::Duration>),
     CreateTable {
         name: String,
         columns: Vec<ColumnDef>,

@@ -71,6 +71,7 @@ impl SqlEngine {
             engine: self.clone(),
             state: State::Idle,
             fresh: HashSet::new(),
+            statement_timeout: self.limits.statement_timeout,
             batched: HashSet::new(),
             copy: None,
             interrupt: Arc::new(Interrupt::default()),
@@ -131,6 +132,8 @@ pub struct Session {
     pub(super) copy: Option<CopyState>,
     /// Set from other threads to stop the running statement.
     interrupt: Arc<Interrupt>,
+    /// The server's `statement_timeout` until SET changes it.
+    statement_timeout: Option<std::time::Duration>,
     /// The block is an extended-protocol batch's implicit transaction
     /// (`implicit`), which Sync ends.
     pub(super) implicit: bool,
@@ -377,7 +380,7 @@ impl Session {
             .map(|(v, t)| coerce_param(v, *t))
             .collect::<Result<Vec<_>, _>>()?;
         let interrupt = self.interrupt.clone();
-        let watch = interrupt.watch(self.engine.limits.statement_timeout);
+        let watch = interrupt.watch(self.statement_timeout);
         let cx = Ctx {
             params: &params,
             now: super::timestamp::now(),
@@ -389,6 +392,10 @@ impl Session {
         match plan {
             Plan::Noop("EMPTY") => cmd(""),
             Plan::Noop(tag) => cmd(tag),
+            Plan::SetStatementTimeout(t) => {
+                self.statement_timeout = *t;
+                cmd("SET")
+            }
             Plan::Checkpoint => {
                 db.checkpoint().map_err(engine_err)?;
                 cmd("CHECKPOINT")

@@ -178,6 +178,26 @@ fn a_statement_past_its_timeout_is_57014_and_undone() {
 }
 
 #[test]
+fn set_statement_timeout_changes_the_session_s_limit() {
+    on_session_stack(Limits::default(), |s| {
+        one(s, "create table big (id int primary key)").unwrap();
+        assert!(
+            matches!(one(s, "set statement_timeout = 200"), Ok(Outcome::Command { tag }) if tag == "SET")
+        );
+        let e = one(s, ENDLESS_LOAD).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.contains("statement timeout")),
+            ("57014", true)
+        );
+        one(s, "set statement_timeout to '0'").unwrap();
+        one(s, "set session statement_timeout = '2min'").unwrap();
+        assert_eq!(value(s, "select 3"), Value::Int(3));
+        assert_eq!(code(s, "set statement_timeout = '5 parsecs'"), "22023");
+        assert_eq!(code(s, "set work_mem = 64"), "0A000");
+    });
+}
+
+#[test]
 fn a_cancel_from_another_thread_stops_the_running_statement() {
     on_session_stack(Limits::default(), |s| {
         one(s, "create table big (id int primary key)").unwrap();

@@ -208,6 +208,7 @@ pub mod codes {
     pub const DIVISION_BY_ZERO: &str = "22012";
     pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
     pub const PROTOCOL_VIOLATION: &str = "08P01";
+    pub const INVALID_PARAMETER_VALUE: &str = "22023";
     pub const CONNECTION_FAILURE: &str = "08006";
     pub const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
     pub const NO_ACTIVE_SQL_TRANSACTION: &str = "25P01";
