@@ -103,7 +103,9 @@ fn a_write_in_place_does_not_wait_for_a_napping_write_back() {
 /// Runs `after_read` once, right after the next read of `dw/deferred`
 /// returns, as a thread freeing and reusing the slot would.
 #[derive(Clone, Default)]
-struct AfterRead(Arc<parking_lot::Mutex<Option<Box<dyn FnOnce() + Send>>>>);
+struct AfterRead(Arc<parking_lot::Mutex<Option<Hook>>>);
+
+type Hook = Box<dyn FnOnce() + Send>;
 
 struct AfterReadFs(Arc<dyn FileSystem>, AfterRead);
 
