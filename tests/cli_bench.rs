@@ -138,6 +138,19 @@ fn bench_refuses_settings_it_does_not_have() {
     }
 }
 
+/// `bench-checksums --seconds 0` (and NaN) panicked in the measuring
+/// thread (issue 36); every time it cannot use is refused by name.
+#[test]
+fn bench_checksums_refuses_a_time_it_cannot_measure() {
+    for seconds in ["0", "nan", "-1", "inf", "4000"] {
+        let run = untorn([
+            "bench-checksums".to_string(),
+            format!("--seconds={seconds}"),
+        ]);
+        run.expect_refused(&["seconds"]);
+    }
+}
+
 /// `--aa` runs one configuration under two names; `--repeat auto` stops
 /// at whole order cycles and says why: here the most rounds allowed, as no
 /// two runs give a ratio within ±0.001 %.

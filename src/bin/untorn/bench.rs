@@ -515,6 +515,14 @@ pub fn checksums(page_size: usize, seconds: f64) -> untorn::Result<ExitCode> {
             detail: format!("{page_size} is not one of 4096, 8192, 16384, 32768"),
         });
     }
+    // A case's time is split across its interleaved rounds: zero, a
+    // negative, NaN or an infinite time measures nothing (it panicked).
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 3600.0) {
+        return Err(Error::InvalidSetting {
+            name: "seconds",
+            detail: format!("{seconds} is not a time in seconds above 0 and at most 3600"),
+        });
+    }
     println!("CPU: {}", untorn::lab::checksum_bench::cpu_name());
     println!("page size {page_size} bytes, one core, median of interleaved rounds");
     let mut grid = Grid::new();

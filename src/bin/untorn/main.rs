@@ -97,7 +97,8 @@ enum Command {
         /// Page size in bytes.
         #[arg(long, default_value = "8192", value_parser = parse_size)]
         page_size: u64,
-        /// Seconds per case and round.
+        /// Seconds per case, split across its interleaved rounds (above 0,
+        /// at most 3600).
         #[arg(long, default_value_t = 0.3)]
         seconds: f64,
     },
