@@ -104,6 +104,11 @@ fn bad_flags_are_refused_clearly() {
         (&["crashtest", "--eio-files", "swap"], "swap"),
         (&["crashtest", "--threads", "0"], "threads 0"),
         (&["crashtest", "--protection", "sideways"], "sideways"),
+        (&["crashtest", "--iterations", "0"], "iterations 0"),
+        (
+            &["crashtest", "--data-checksums", "off"],
+            "double_writes needs page checksums",
+        ),
     ] {
         let out = untorn(args);
         let stderr = String::from_utf8_lossy(&out.stderr);

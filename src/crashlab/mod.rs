@@ -325,6 +325,20 @@ impl CrashTestOptions {
         if self.protections.is_empty() {
             return bad("no protection mode to test".into());
         }
+        if self.iterations == 0 {
+            // Zero iterations printed "pass": a verdict on nothing.
+            return bad("iterations 0: at least one iteration must run".into());
+        }
+        if self.data_checksums == ChecksumAlgorithm::Off
+            && self.protections.contains(&TornPageProtection::DoubleWrites)
+        {
+            // The mode refused itself and the run still passed (exit 0).
+            return bad(
+                "data_checksums off: double_writes needs page checksums to tell a \
+                 torn copy (fnv or crc32c; or --protection off,full_pages)"
+                    .into(),
+            );
+        }
         Ok(())
     }
 
