@@ -116,3 +116,25 @@ fn bad_flags_are_refused_clearly() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+/// In a log (stderr not a terminal) progress is a line every few seconds
+/// and at each mode's end, never `\r` rewrites (issue 36).
+#[test]
+fn progress_in_a_log_is_whole_lines() {
+    let out = untorn(&[
+        "crashtest",
+        "--protection",
+        "off",
+        "--iterations",
+        "30",
+        "--faults",
+        "none",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains('\r'), "{stderr:?}");
+    assert!(
+        stderr.contains("off: 30/30 iterations, 0 failed\n"),
+        "{stderr:?}"
+    );
+}
