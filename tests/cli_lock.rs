@@ -6,58 +6,15 @@
 
 mod common;
 
-use common::{serve_command, serve_expecting_refusal, untorn_on};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Stdio};
-
-/// `untorn serve DIR` on a free loopback port, killed when dropped.
-struct Serve {
-    child: Child,
-}
-
-impl Serve {
-    /// Starts it and waits for its first line, printed once it has opened
-    /// the database and listens.
-    fn start(dir: &Path) -> Serve {
-        let mut child = serve_command(dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start untorn serve");
-        let mut line = String::new();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        stdout.read_line(&mut line).unwrap();
-        // Keep reading, so that its later lines have a reader.
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        assert!(line.contains("listening on"), "untorn serve: {line:?}");
-        Serve { child }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGKILL, and waits: its lock is gone when the wait returns.
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::serve::Serve;
+use common::{serve_expecting_refusal, untorn_on};
 
 #[test]
 fn a_directory_a_server_holds_opens_nowhere_else_until_the_server_dies() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
-    let first = Serve::start(&dir);
-    let pid = first.pid();
+    let first = Serve::start_in(&dir, &[]);
+    let pid = first.child.id();
     let lock = dir.join("untorn.lock");
     let holder = format!("is in use by process {pid} (");
     let lock_named = lock.display().to_string();
@@ -89,10 +46,10 @@ fn a_directory_a_server_holds_opens_nowhere_else_until_the_server_dies() {
         .expect_stdout("open: recovered from")
         .expect_stdout("open: SQL catalog read (0 tables)")
         .expect_stdout("check: ok");
-    let second = Serve::start(&dir);
+    let second = Serve::start_in(&dir, &[]);
     let text = std::fs::read_to_string(&lock).unwrap();
     assert!(
-        text.starts_with(&format!("pid {}\n", second.pid())),
+        text.starts_with(&format!("pid {}\n", second.child.id())),
         "{text}"
     );
 }

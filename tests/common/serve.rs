@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -12,13 +13,23 @@ use std::time::Duration;
 pub struct Serve {
     pub child: Child,
     pub port: u16,
-    _dir: tempfile::TempDir,
+    /// The database's temporary directory, when `start` made it.
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Serve {
+    /// A server on a new database in a temporary directory.
     pub fn start(extra: &[&str]) -> Serve {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = super::serve_command(&dir.path().join("db"))
+        let mut serve = Serve::start_in(&dir.path().join("db"), extra);
+        serve._dir = Some(dir);
+        serve
+    }
+
+    /// A server on the database in `dir` (created if missing); returns
+    /// once its first line says it has opened the database and listens.
+    pub fn start_in(dir: &Path, extra: &[&str]) -> Serve {
+        let mut child = super::serve_command(dir)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -37,8 +48,14 @@ impl Serve {
         Serve {
             child,
             port,
-            _dir: dir,
+            _dir: None,
         }
+    }
+
+    /// SIGKILL, and waits: its lock is gone when the wait returns.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
     }
 
     pub fn stop(mut self) -> std::process::ExitStatus {
