@@ -107,8 +107,6 @@ struct AfterRead(Arc<parking_lot::Mutex<Option<Hook>>>);
 
 type Hook = Box<dyn FnOnce() + Send>;
 
-struct AfterReadFs(Arc<dyn FileSystem>, AfterRead);
-
 struct AfterReadFile {
     inner: Arc<dyn File>,
     hook: AfterRead,
@@ -127,26 +125,6 @@ impl File for AfterReadFile {
     }
 }
 
-impl FileSystem for AfterReadFs {
-    fn open(
-        &self,
-        path: &Path,
-        kind: FileKind,
-        opts: crate::file::OpenOptions,
-    ) -> Result<Arc<dyn File>> {
-        let inner = self.0.open(path, kind, opts)?;
-        Ok(match kind {
-            FileKind::DoubleWrite => Arc::new(AfterReadFile {
-                inner,
-                hook: self.1.clone(),
-            }),
-            _ => inner,
-        })
-    }
-    crate::forward_file_system_methods!(0: rename, remove, sync_dir, create_dir_all, exists,
-        list_dir, sector_size);
-}
-
 /// Issue 34, review item 6: a read of a deferred page counted the bytes
 /// it read if they passed the page's checks, without asking whether the
 /// slot was still the page's copy after the read. Here the page's copy is
@@ -157,7 +135,12 @@ impl FileSystem for AfterReadFs {
 fn a_deferred_read_counts_only_a_copy_still_named_after_it() {
     let hook = AfterRead::default();
     let layer = hook.clone();
-    let s = setup_area_on(area(8, 8, true), move |fs| Arc::new(AfterReadFs(fs, layer)));
+    let s = setup_area_on(area(8, 8, true), move |fs| {
+        Arc::new(WrapDoubleWriteFiles(fs, move |inner| {
+            let hook = layer.clone();
+            Arc::new(AfterReadFile { inner, hook }) as Arc<dyn File>
+        }))
+    });
     s.files
         .get(7)
         .unwrap()

@@ -68,11 +68,9 @@ fn with_flush_after_zero_the_fsync_writes_the_file_alone() {
     assert_eq!(io, (0, 0, 1));
 }
 
-/// The real file layer, but `dw/`'s pieces fail as a device error during
+/// A file of `dw/` whose pieces fail as a device error during
 /// sync_file_range would (the kernel cannot be made to fail a regular
 /// file's here).
-struct PiecesFail(Arc<dyn FileSystem>);
-
 struct PieceFailingFile {
     inner: Arc<dyn File>,
 }
@@ -89,23 +87,6 @@ impl File for PieceFailingFile {
     }
 }
 
-impl FileSystem for PiecesFail {
-    fn open(
-        &self,
-        path: &Path,
-        kind: FileKind,
-        opts: crate::file::OpenOptions,
-    ) -> Result<Arc<dyn File>> {
-        let inner = self.0.open(path, kind, opts)?;
-        Ok(match kind {
-            FileKind::DoubleWrite => Arc::new(PieceFailingFile { inner }),
-            _ => inner,
-        })
-    }
-    crate::forward_file_system_methods!(0: rename, remove, sync_dir, create_dir_all, exists,
-        list_dir, sector_size);
-}
-
 #[test]
 fn a_failed_piece_fails_the_manifest_and_no_fsync_follows() {
     let s = setup_area_on(
@@ -114,7 +95,11 @@ fn a_failed_piece_fails_the_manifest_and_no_fsync_follows() {
             deferred_slots: 64,
             ..area(64, 8, true)
         },
-        |fs| Arc::new(PiecesFail(fs)),
+        |fs| {
+            Arc::new(WrapDoubleWriteFiles(fs, |inner| {
+                Arc::new(PieceFailingFile { inner }) as Arc<dyn File>
+            }))
+        },
     );
     let pages: Vec<PageCopy> = (1..=5).map(|b| page(7, b, 100 + b as u64)).collect();
     s.files

@@ -58,6 +58,30 @@ fn setup_area(settings: AreaSettings) -> Setup {
     setup_area_on(settings, |fs| fs)
 }
 
+/// The real file layer, with `dw/`'s files wrapped by `.1` (a test's
+/// fault or hook); every other file as it is.
+struct WrapDoubleWriteFiles<W>(Arc<dyn FileSystem>, W);
+
+impl<W> FileSystem for WrapDoubleWriteFiles<W>
+where
+    W: Fn(Arc<dyn File>) -> Arc<dyn File> + Send + Sync,
+{
+    fn open(
+        &self,
+        path: &Path,
+        kind: FileKind,
+        opts: crate::file::OpenOptions,
+    ) -> Result<Arc<dyn File>> {
+        let inner = self.0.open(path, kind, opts)?;
+        Ok(match kind {
+            FileKind::DoubleWrite => (self.1)(inner),
+            _ => inner,
+        })
+    }
+    crate::forward_file_system_methods!(0: rename, remove, sync_dir, create_dir_all, exists,
+        list_dir, sector_size);
+}
+
 /// As [`setup_area`], on the file layer `layer` makes of the real one.
 fn setup_area_on(
     settings: AreaSettings,
