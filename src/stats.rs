@@ -276,6 +276,10 @@ view! {
         /// Pages this writer's reads found in `dw/deferred` instead of
         /// their data file.
         reads: u64,
+        /// Manifest and write-back list pages written into `dw/deferred`
+        /// (with `batches`' header blocks, what double writes write
+        /// besides page images).
+        deferred_meta_pages: u64,
     }
 }
 
@@ -308,6 +312,7 @@ impl DoubleWriteFigures {
             manifests: l(&s.manifests),
             obsolete: l(&s.obsolete),
             reads: l(&s.reads),
+            deferred_meta_pages: l(&s.deferred_meta_pages),
         }
     }
 

@@ -43,10 +43,19 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
     untorn(args)
         .expect_code(0)
         .expect_stdout("vs full_pages")
-        .expect_stdout("vs off");
+        .expect_stdout("vs off")
+        .expect_stdout("KB written/txn")
+        .expect_stdout("Regime: tpcb: data ")
+        .expect_stdout("3 clients.");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let results = v.as_array().unwrap();
-    assert_eq!(results.len(), 4, "2 workloads x 2 modes");
+    // The default modes are seed 003's three.
+    assert_eq!(results.len(), 6, "2 workloads x 3 modes");
+    let modes: Vec<&str> = results[..3]
+        .iter()
+        .map(|r| r["protection"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["full_pages", "double_writes", "off"]);
     for r in results {
         for field in [
             "workload",
@@ -68,6 +77,9 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
             "commits_per_wal_fsync",
             "cpu_us_per_txn",
             "page_writes_per_txn",
+            "kb_written_per_txn",
+            "io",
+            "data_bytes",
             "device",
             "settings",
         ] {
@@ -79,10 +91,10 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
         assert_eq!(r["tps_runs"].as_array().unwrap().len(), 2);
         assert!(r["tps"].as_f64().unwrap() > 0.0, "{r}");
         assert_eq!(r["settings"]["torn_page_protection"], r["protection"]);
-        // The other mode of the workload, every figure's ratio paired by
+        // The other modes of the workload, every figure's ratio paired by
         // round with its interval.
         let vs = r["vs"].as_array().unwrap();
-        assert_eq!(vs.len(), 1, "{r}");
+        assert_eq!(vs.len(), 2, "{r}");
         assert_eq!(vs[0]["rounds"], 2, "{r}");
         let tps = &vs[0]["tps"];
         assert_eq!(tps["pairs"], 2, "{r}");
@@ -243,7 +255,7 @@ fn bench_drop_disturbed_excludes_exactly_the_disturbed_runs() {
         .iter()
         .flat_map(|r| r["runs"].as_array().unwrap())
         .collect();
-    assert_eq!(runs.len(), 4);
+    assert_eq!(runs.len(), 6, "3 modes x 2 rounds");
     let mut disturbed = 0;
     for r in &runs {
         assert_eq!(r["excluded"], r["disturbed"], "{r}");
@@ -259,7 +271,7 @@ fn bench_drop_disturbed_excludes_exactly_the_disturbed_runs() {
     }
     if cfg!(target_os = "linux") {
         // The noise line comes after the stop line ("tpcb: 2 rounds; ...").
-        let line = run.line_starting(&format!("tpcb: {disturbed} of 4 runs disturbed"));
+        let line = run.line_starting(&format!("tpcb: {disturbed} of 6 runs disturbed"));
         assert_eq!(line.ends_with(", excluded"), disturbed > 0, "{line}");
     }
 }
@@ -281,6 +293,9 @@ fn small_write_only_bench(flags: &[&str], json: &Path, report: Option<&Path>) ->
         "1",
         "--table-size",
         "500",
+        // Checkpoints within runs of a fraction of a second.
+        "--checkpoint-timeout",
+        "0.1",
     ]
     .map(OsStr::new)
     .to_vec();

@@ -140,13 +140,21 @@ fn comparison_table_has_the_seed_shape_and_percentages() {
         "p99 ms",
         "CPU µs/txn",
         "WAL B/txn",
-        "FPI",
+        "page writes/txn",
+        "KB written/txn",
+        "Details:",
         "DW fsyncs",
-        "client writes %",
+        "data pages/txn",
         "spread %",
     ] {
         assert!(t.contains(h), "missing header {h} in\n{t}");
     }
+    // No run logged image bytes or had a writer split: the columns of
+    // zeros are left out.
+    assert!(
+        !t.contains("FPI B/txn") && !t.contains("client writes %"),
+        "{t}"
+    );
     let c = comparison_table_compact(&rs);
     assert!(
         c.contains("vs full_pages") && c.contains(&vs(&rs[1], &rs[0])),
@@ -305,8 +313,9 @@ fn csv_has_a_header_and_a_row_per_result_and_second() {
     let mut rd = csv::Reader::from_path(&files[1]).unwrap();
     assert_eq!(rd.headers().unwrap(), &COMPARISON_CSV_COLUMNS[..]);
     let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
-    // Per workload, two configurations each against the other, six figures.
-    assert_eq!(rows.len(), 2 * 2 * 6);
+    // Per workload, two configurations each against the other, seven
+    // figures (TPS and PER_TXN's).
+    assert_eq!(rows.len(), 2 * 2 * 7);
     let row = rows
         .iter()
         .find(|r| &r[0] == "tpcb" && &r[1] == "double_writes" && &r[3] == "tps")

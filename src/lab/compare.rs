@@ -310,6 +310,7 @@ pub fn run_plan(
                 protection: c.protection.to_string(),
                 device: c.device.clone(),
                 settings: c.settings(workload.data_bytes()),
+                data_bytes: workload.data_bytes(),
                 ..Default::default()
             })
             .collect();

@@ -8,6 +8,8 @@
 //!   the real one (`--device`);
 //! - [`noise`]: the noise monitor (other processes, steal, a calibration
 //!   probe) and the disturbed-run rule;
+//! - [`page_io`]: every page written and read, by destination, and the
+//!   bytes written to each kind of file;
 //! - [`runner`]: clients, warm-up, per-second sampling, interleaved repeats;
 //! - [`compare`]: every combination of settings, run round by round in a
 //!   balanced order, one database open at a time;
@@ -17,6 +19,8 @@
 //! - [`confidence`]: paired ratios with 95 % intervals, the balanced order
 //!   of a round, when an adaptive run has enough;
 //! - [`cycles`]: checkpoint cycles folded onto one (the 100 ms series);
+//! - [`regime`]: the regime in one line (data against the pool, the
+//!   checkpoint cycle set and measured, the device), and disturbed runs;
 //! - [`report`], [`plot`]: tables in the seeds' shape, CSV, plots and the
 //!   HTML report;
 //! - [`study`]: each seed's experiment rerun, its table beside ours with a
@@ -31,8 +35,10 @@ pub mod confidence;
 pub mod cycles;
 pub mod device;
 pub mod noise;
+pub mod page_io;
 pub mod plot;
 pub mod prepare;
+pub mod regime;
 pub mod report;
 pub mod result;
 pub mod runner;

@@ -245,19 +245,69 @@ fn vs_headers(labels: &[String]) -> Vec<String> {
 /// result.
 type Column = (&'static str, fn(&ConfigResult) -> String);
 
-/// The full comparison's columns: see [`comparison_table`]. The
-/// per-transaction figures are in [`per_txn_grid`].
-const COMPARISON_COLUMNS: [Column; 18] = [
+/// The headline's columns after `Mode | TPS | vs ...`: what a mode costs
+/// per transaction, every destination counted (see [`headline_table`]).
+const HEADLINE_COLUMNS: [Column; 4] = [
+    ("CPU µs/txn", |r| fmt_num(r.cpu_us_per_txn)),
+    ("WAL B/txn", |r| thousands(r.wal_bytes_per_txn)),
+    ("page writes/txn", |r| fmt_num(r.page_writes_per_txn)),
+    ("KB written/txn", |r| fmt_num(r.kb_written_per_txn)),
+];
+
+/// `count` per transaction of the runs `r`'s figures count.
+fn per_txn_of(r: &ConfigResult, count: u64) -> f64 {
+    let txns: u64 = r
+        .runs
+        .iter()
+        .filter(|run| !run.excluded)
+        .map(|run| run.transactions)
+        .sum();
+    count as f64 / txns.max(1) as f64
+}
+
+/// The details' columns (see [`detail_table`]), in two tables; a column
+/// that is zero in every row of a workload is left out of the printed
+/// table (the CSV and the JSON keep it).
+const LATENCY_COLUMNS: [Column; 9] = [
     ("lat avg ms", |r| fmt_num(r.latency_ms.avg)),
     ("p90 ms", |r| fmt_num(r.latency_ms.p90)),
     ("p99 ms", |r| fmt_num(r.latency_ms.p99)),
     ("max ms", |r| fmt_num(r.latency_ms.max)),
-    ("FPI", |r| thousands(r.wal_fpi as f64)),
     ("FPI B/txn", |r| thousands(r.fpi_bytes_per_txn)),
     ("FPI raw B/txn", |r| {
         thousands(r.fpi_bytes_uncompressed_per_txn)
     }),
-    ("DW page writes", |r| thousands(r.dw_page_writes as f64)),
+    ("commits/WAL fsync", |r| fmt_num(r.commits_per_wal_fsync)),
+    ("checkpoints", |r| thousands(r.checkpoints as f64)),
+    ("spread %", spread),
+];
+
+/// I/O per transaction by destination: see [`LATENCY_COLUMNS`].
+const IO_COLUMNS: [Column; 13] = [
+    ("data pages/txn", |r| {
+        fmt_num(per_txn_of(r, r.io.data_writes))
+    }),
+    ("area pages/txn", |r| {
+        fmt_num(per_txn_of(r, r.io.area_writes))
+    }),
+    ("deferred pages/txn", |r| {
+        fmt_num(per_txn_of(r, r.io.deferred_writes))
+    }),
+    ("data reads/txn", |r| {
+        fmt_num(per_txn_of(r, r.io.data_reads))
+    }),
+    ("DW reads/txn", |r| {
+        fmt_num(per_txn_of(r, r.io.double_write_reads))
+    }),
+    ("WAL KB/txn", |r| {
+        fmt_num(per_txn_of(r, r.io.wal_bytes_written) / 1024.0)
+    }),
+    ("data KB/txn", |r| {
+        fmt_num(per_txn_of(r, r.io.data_bytes_written) / 1024.0)
+    }),
+    ("DW KB/txn", |r| {
+        fmt_num(per_txn_of(r, r.io.double_write_bytes_written) / 1024.0)
+    }),
     ("DW fsyncs", |r| thousands(r.dw_fsyncs as f64)),
     ("ckpt DW pages/fsync", |r| {
         fmt_num(r.dw_checkpoint_pages_per_fsync)
@@ -265,13 +315,8 @@ const COMPARISON_COLUMNS: [Column; 18] = [
     ("client DW pages/fsync", |r| {
         fmt_num(r.dw_client_pages_per_fsync)
     }),
-    ("DW slot syncs", |r| thousands(r.dw_slot_syncs as f64)),
-    ("data writes", |r| thousands(r.data_writes as f64)),
     ("data fsyncs", |r| thousands(r.data_fsyncs as f64)),
-    ("commits/WAL fsync", |r| fmt_num(r.commits_per_wal_fsync)),
     ("client writes %", |r| format!("{:.1}", r.client_write_pct)),
-    ("checkpoints", |r| thousands(r.checkpoints as f64)),
-    ("spread %", spread),
 ];
 
 /// The compact comparison's columns: see [`comparison_table_compact`].
@@ -305,8 +350,41 @@ fn tps_grid(group: &[&ConfigResult], labels: &[String], columns: &[Column]) -> G
     Grid { headers, rows }
 }
 
-fn comparison_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
-    tps_grid(group, labels, &COMPARISON_COLUMNS)
+fn headline_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
+    tps_grid(group, labels, &HEADLINE_COLUMNS)
+}
+
+/// `Mode` and `columns`, without those that are zero in every row.
+fn plain_grid(group: &[&ConfigResult], labels: &[String], columns: &[Column]) -> Grid {
+    let zero = |cell: &str| {
+        cell.trim_end_matches('%')
+            .parse::<f64>()
+            .is_ok_and(|v| v == 0.0)
+    };
+    let columns: Vec<&Column> = columns
+        .iter()
+        .filter(|(_, cell)| !group.iter().all(|r| zero(&cell(r))))
+        .collect();
+    let mut headers = vec!["Mode".to_string()];
+    headers.extend(columns.iter().map(|(header, _)| header.to_string()));
+    let rows = group
+        .iter()
+        .zip(labels)
+        .map(|(r, label)| {
+            let mut row = vec![label.clone()];
+            row.extend(columns.iter().map(|(_, cell)| cell(r)));
+            row
+        })
+        .collect();
+    Grid { headers, rows }
+}
+
+fn latency_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
+    plain_grid(group, labels, &LATENCY_COLUMNS)
+}
+
+fn io_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
+    plain_grid(group, labels, &IO_COLUMNS)
 }
 
 fn compact_grid(group: &[&ConfigResult], labels: &[String]) -> Grid {
@@ -391,16 +469,41 @@ fn per_txn_caption(labels: &[String]) -> String {
 }
 
 /// Per workload, the seed's table `Mode | TPS | vs <first> | vs <last>`
-/// (ratios with their 95 % interval, paired by round) followed by latency
-/// avg/p90/p99/max (ms), full-page images, double-write page writes and
-/// fsyncs, data-file writes and fsyncs, checkpoints and the spread between
-/// repeats; then a second table of CPU µs, page reads and writes, WAL
-/// bytes and WAL fsyncs per transaction with their ratios to the first
-/// configuration. Markdown-shaped, so it can be pasted into docs as it is.
+/// (ratios with their 95 % interval, paired by round) with what a mode
+/// costs per transaction: CPU µs, WAL bytes, pages written (to the data
+/// files, the double-write area and `dw/deferred`) and kilobytes written
+/// (to every file). Markdown-shaped, so it can be pasted into docs as it
+/// is.
+pub fn headline_table(results: &[ConfigResult]) -> String {
+    per_workload(results, |group, labels| {
+        vec![(None, headline_grid(group, labels))]
+    })
+}
+
+/// Per workload, the figures behind the headline: latency avg/p90/p99/max
+/// (ms), full-page image bytes, pages written by destination and read by
+/// source, kilobytes written by kind of file, fsyncs, commits per WAL
+/// fsync, the clients' share of page writes, checkpoints and the spread
+/// between repeats (columns zero in every row left out); then a table of
+/// the per-transaction figures with their ratios to the first
+/// configuration.
+pub fn detail_table(results: &[ConfigResult]) -> String {
+    per_workload(results, |group, labels| {
+        vec![
+            (None, latency_grid(group, labels)),
+            (None, io_grid(group, labels)),
+            (Some(per_txn_caption(labels)), per_txn_grid(group, labels)),
+        ]
+    })
+}
+
+/// [`headline_table`] and [`detail_table`] in one, a workload at a time.
 pub fn comparison_table(results: &[ConfigResult]) -> String {
     per_workload(results, |group, labels| {
         vec![
-            (None, comparison_grid(group, labels)),
+            (None, headline_grid(group, labels)),
+            (Some("Details:".to_string()), latency_grid(group, labels)),
+            (None, io_grid(group, labels)),
             (Some(per_txn_caption(labels)), per_txn_grid(group, labels)),
         ]
     })

@@ -14,7 +14,7 @@ use crate::lab::result::{Comparison, ConfigResult, PER_TXN};
 /// TPS ratio against the workload's first configuration (`vs`), with its
 /// interval; empty on that first configuration's row and where fewer than
 /// two rounds paired.
-pub const SUMMARY_COLUMNS: [&str; 43] = [
+pub const SUMMARY_COLUMNS: [&str; 51] = [
     "workload",
     "mode",
     "protection",
@@ -52,6 +52,14 @@ pub const SUMMARY_COLUMNS: [&str; 43] = [
     "wal_fsyncs_per_txn",
     "disturbed_runs",
     "excluded_runs",
+    "kb_written_per_txn",
+    "area_page_writes",
+    "deferred_page_writes",
+    "double_write_page_reads",
+    "wal_bytes_written",
+    "data_bytes_written",
+    "double_write_bytes_written",
+    "data_bytes",
     "vs",
     "tps_ratio",
     "tps_ratio_low",
@@ -184,6 +192,14 @@ pub fn write_csv(dir: impl AsRef<Path>, results: &[ConfigResult]) -> Result<Vec<
                 r.wal_fsyncs_per_txn.to_string(),
                 r.disturbed_runs.to_string(),
                 r.excluded_runs.to_string(),
+                r.kb_written_per_txn.to_string(),
+                r.io.area_writes.to_string(),
+                r.io.deferred_writes.to_string(),
+                r.io.double_write_reads.to_string(),
+                r.io.wal_bytes_written.to_string(),
+                r.io.data_bytes_written.to_string(),
+                r.io.double_write_bytes_written.to_string(),
+                r.data_bytes.to_string(),
                 vs_first
                     .as_ref()
                     .map_or(String::new(), |c| c.against.clone()),

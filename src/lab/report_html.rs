@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::{
-    comparison_grid, create_dir, fmt_num, fmt_tps, group_by_workload, mode_labels, per_txn_caption,
-    per_txn_grid, phase_grid, slug, thousands, verdicts, workload_heading, write_csv, write_file,
-    write_json, Grid, Verdict,
+    create_dir, fmt_num, fmt_tps, group_by_workload, headline_grid, io_grid, latency_grid,
+    mode_labels, per_txn_caption, per_txn_grid, phase_grid, slug, thousands, verdicts,
+    workload_heading, write_csv, write_file, write_json, Grid, Verdict,
 };
 use crate::error::Result;
 use crate::lab::confidence::RatioInterval;
@@ -20,7 +20,9 @@ struct Section<'a> {
     workload: &'a str,
     heading: String,
     labels: Vec<String>,
-    comparison: Grid,
+    headline: Grid,
+    latency: Grid,
+    io: Grid,
     per_txn: Grid,
     phases: Grid,
     /// Each configuration against every one before it.
@@ -62,7 +64,9 @@ pub(super) fn write_report(
         sections.push(Section {
             workload: w,
             heading: format!("{}. {}", n + 1, workload_heading(w, &group)),
-            comparison: comparison_grid(&group, &labels),
+            headline: headline_grid(&group, &labels),
+            latency: latency_grid(&group, &labels),
+            io: io_grid(&group, &labels),
             per_txn: per_txn_grid(&group, &labels),
             phases: phase_grid(&group, &labels),
             verdicts: {
@@ -222,18 +226,23 @@ fn render(p: &Page) -> String {
     } else {
         devices.join(", ")
     };
+    let mut regime_text = crate::lab::regime::regime_line(p.results).unwrap_or_default();
+    if let Some(w) = crate::lab::regime::disturbed_warning(p.results) {
+        regime_text = format!("{regime_text} {w}");
+    }
     let _ = write!(
         o,
         "<h2>How it was run</h2>\n<p><b>Command line</b></p><pre>{}</pre>\n\
          <p><b>Machine</b></p><pre>{}</pre>\n\
          <p><b>Device model</b>: {} <span class=\"note\">(<code>real</code>: the \
-         real file system, no modelled latency)</span></p>\n\
+         real file system, no modelled latency)</span></p>\n<p>{}</p>\n\
          <p class=\"note\">Data: <a href=\"results.json\">results.json</a>, \
          <a href=\"csv/summary.csv\">csv/summary.csv</a> and per-second series in \
          <code>csv/</code>.</p>\n",
         esc(p.command_line),
         esc(p.machine),
         esc(&device_text),
+        esc(&regime_text),
     );
     if p.sections.is_empty() {
         o.push_str("<p>No results.</p>\n");
@@ -250,7 +259,10 @@ fn render(p: &Page) -> String {
     );
     for s in p.sections {
         let _ = writeln!(o, "<h3>{}</h3>", esc(&s.heading));
-        table(&mut o, &s.comparison, true);
+        table(&mut o, &s.headline, true);
+        o.push_str("<p>Details:</p>\n");
+        table(&mut o, &s.latency, true);
+        table(&mut o, &s.io, true);
         let _ = writeln!(o, "<p>{}</p>", esc(&per_txn_caption(&s.labels)));
         table(&mut o, &s.per_txn, true);
         runs(&mut o, s);

@@ -3,6 +3,7 @@
 //! CSV files and the input of the report.
 
 use crate::lab::confidence::{paired_ratio, RatioInterval, StopReason};
+use crate::lab::page_io::PageIo;
 use crate::stats::DoubleWriteView;
 use serde::{Deserialize, Serialize};
 
@@ -96,6 +97,11 @@ pub struct Run {
     /// double writes). By writer in `statistics.double_write`.
     pub dw_page_writes: u64,
     pub dw_fsyncs: u64,
+    /// Every page written and read, by destination, and the bytes written
+    /// to each kind of file (all zero in results from before them: see
+    /// [`Run::page_io`]).
+    #[serde(default)]
+    pub io: PageIo,
     pub checkpoints: u64,
     pub series: Vec<Sample>,
     /// The same run every 100 ms, for the checkpoint phases.
@@ -178,9 +184,18 @@ pub struct ConfigResult {
     #[serde(default)]
     pub commits_per_wal_fsync: f64,
     pub cpu_us_per_txn: f64,
+    /// Every page read and written, wherever (data files, the
+    /// double-write area, `dw/deferred`), per transaction.
     #[serde(default)]
     pub page_reads_per_txn: f64,
     pub page_writes_per_txn: f64,
+    /// Kilobytes written per transaction, to every file (WAL, data,
+    /// double writes, control).
+    #[serde(default)]
+    pub kb_written_per_txn: f64,
+    /// The runs' I/O by destination, summed.
+    #[serde(default)]
+    pub io: PageIo,
     #[serde(default)]
     pub wal_fsyncs_per_txn: f64,
     /// Runs the noise monitor flagged as disturbed, and runs left out of
@@ -195,6 +210,10 @@ pub struct ConfigResult {
     pub vs: Vec<Comparison>,
     /// Every setting the runs used, by name.
     pub settings: std::collections::BTreeMap<String, String>,
+    /// The workload's loaded rows, in bytes (keys and rows, without page
+    /// overhead; 0 in results from before it was recorded).
+    #[serde(default)]
+    pub data_bytes: u64,
     pub runs: Vec<Run>,
     /// Rounds the workload ran (every configuration once per round), and
     /// why no more were added (`None` in results from before adaptive
@@ -276,14 +295,33 @@ impl ConfigResult {
                 )
             })
             .collect();
-        self.page_reads_per_txn = self.data_reads as f64 / txns as f64;
-        self.page_writes_per_txn = self.data_writes as f64 / txns as f64;
+        self.io = runs
+            .iter()
+            .fold(PageIo::default(), |a, r| a.plus(&r.page_io()));
+        self.page_reads_per_txn = self.io.page_reads() as f64 / txns as f64;
+        self.page_writes_per_txn = self.io.page_writes() as f64 / txns as f64;
+        self.kb_written_per_txn = self.io.bytes_written() as f64 / 1024.0 / txns as f64;
         self.wal_fsyncs_per_txn = sum(|r| r.wal_fsyncs) as f64 / txns as f64;
         let cpu: f64 = runs
             .iter()
             .map(|r| r.cpu_us_per_txn * r.transactions as f64)
             .sum();
         self.cpu_us_per_txn = cpu / txns as f64;
+    }
+}
+
+impl Run {
+    /// This run's I/O by destination; for a run recorded before it was
+    /// counted, its data-file pages alone.
+    pub fn page_io(&self) -> PageIo {
+        if self.io != PageIo::default() {
+            return self.io;
+        }
+        PageIo {
+            data_writes: self.data_writes,
+            data_reads: self.data_reads,
+            ..PageIo::default()
+        }
     }
 }
 
@@ -325,7 +363,7 @@ fn per_txn(count: u64, run: &Run) -> f64 {
 
 /// The per-transaction figures: they vary far less than TPS on a shared
 /// machine and explain it. In the order of [`Comparison::per_txn`].
-pub const PER_TXN: [Figure; 5] = [
+pub const PER_TXN: [Figure; 6] = [
     Figure {
         name: "cpu_us_per_txn",
         heading: "CPU µs/txn",
@@ -335,14 +373,20 @@ pub const PER_TXN: [Figure; 5] = [
     Figure {
         name: "page_reads_per_txn",
         heading: "page reads/txn",
-        per_run: |r| per_txn(r.data_reads, r),
+        per_run: |r| per_txn(r.page_io().page_reads(), r),
         summary: |c| c.page_reads_per_txn,
     },
     Figure {
         name: "page_writes_per_txn",
         heading: "page writes/txn",
-        per_run: |r| per_txn(r.data_writes, r),
+        per_run: |r| per_txn(r.page_io().page_writes(), r),
         summary: |c| c.page_writes_per_txn,
+    },
+    Figure {
+        name: "kb_written_per_txn",
+        heading: "KB written/txn",
+        per_run: |r| per_txn(r.page_io().bytes_written(), r) / 1024.0,
+        summary: |c| c.kb_written_per_txn,
     },
     Figure {
         name: "wal_bytes_per_txn",
@@ -373,6 +417,8 @@ pub struct Comparison {
     pub cpu_us_per_txn: Option<RatioInterval>,
     pub page_reads_per_txn: Option<RatioInterval>,
     pub page_writes_per_txn: Option<RatioInterval>,
+    #[serde(default)]
+    pub kb_written_per_txn: Option<RatioInterval>,
     pub wal_bytes_per_txn: Option<RatioInterval>,
     pub wal_fsyncs_per_txn: Option<RatioInterval>,
 }
@@ -386,7 +432,7 @@ impl Comparison {
         against: String,
         against_index: usize,
     ) -> Comparison {
-        let [cpu, reads, writes, wal, fsyncs] =
+        let [cpu, reads, writes, kb, wal, fsyncs] =
             PER_TXN.each_ref().map(|f| a.ratio_to(b, f.per_run));
         let rounds_of = |c: &ConfigResult| -> std::collections::BTreeSet<usize> {
             c.runs
@@ -403,17 +449,19 @@ impl Comparison {
             cpu_us_per_txn: cpu,
             page_reads_per_txn: reads,
             page_writes_per_txn: writes,
+            kb_written_per_txn: kb,
             wal_bytes_per_txn: wal,
             wal_fsyncs_per_txn: fsyncs,
         }
     }
 
     /// The ratios of [`PER_TXN`]'s figures, in its order.
-    pub fn per_txn(&self) -> [Option<RatioInterval>; 5] {
+    pub fn per_txn(&self) -> [Option<RatioInterval>; 6] {
         [
             self.cpu_us_per_txn,
             self.page_reads_per_txn,
             self.page_writes_per_txn,
+            self.kb_written_per_txn,
             self.wal_bytes_per_txn,
             self.wal_fsyncs_per_txn,
         ]

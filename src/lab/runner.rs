@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::file::{FileKind, FileSystem, Issuer};
 use crate::file::{IoOp, IoStats};
 use crate::lab::noise;
+use crate::lab::page_io::PageIo;
 use crate::lab::result::{FineSample, LatencyMs, Run, Sample};
 use crate::lab::workload::{Outcome, Rng, Tables, Workload};
 use crate::stats::Statistics;
@@ -447,6 +448,7 @@ pub fn run_once(
     let statistics = db.statistics().since(&base_stats);
     // Page images only: the file layer's bytes would count header blocks.
     let dw = statistics.double_write.total();
+    let io = PageIo::from_statistics(&statistics, db.settings().page_size);
     let mut hist = histogram(3);
     let (mut transactions, mut retries) = (0, 0);
     for t in &totals {
@@ -495,6 +497,7 @@ pub fn run_once(
         checkpointer_page_writes: end.writer_pages[2] - base.writer_pages[2],
         dw_page_writes: dw.pages + dw.deferred,
         dw_fsyncs: dw.fsyncs + dw.deferred_fsyncs + 2 * dw.manifests,
+        io,
         checkpoints: end.checkpoints - base.checkpoints,
         series: ser.samples,
         fine_series: ser.fine,

@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 use untorn::lab::adaptive::{self, Repeats};
 use untorn::lab::compare::{run_plan, BenchConfig, BenchPlan, Progress};
-use untorn::lab::report;
 use untorn::lab::runner::RunSpec;
 use untorn::lab::workload::Scale;
+use untorn::lab::{regime, report};
 use untorn::protect::double_writes::AreaSettings;
 use untorn::settings::{parse_size, ChecksumAlgorithm, TornPageProtection, WalCompression};
 use untorn::Error;
@@ -44,9 +44,11 @@ pub struct BenchArgs {
     /// max_wal_size.
     #[arg(long, default_value = "64MB", value_parser = parse_size)]
     max_wal_size: u64,
-    /// checkpoint_timeout in seconds [default: a sixth of --duration, so a run spans at least five checkpoint cycles].
-    #[arg(long)]
-    checkpoint_timeout: Option<f64>,
+    /// checkpoint_timeout in seconds: with --max-wal-size, whichever comes
+    /// first starts a checkpoint (the default job's cycle: a few seconds,
+    /// three or more per run).
+    #[arg(long, default_value_t = 2.5)]
+    checkpoint_timeout: f64,
     /// synchronous_commit: on or off.
     #[arg(long, default_value = "on")]
     synchronous_commit: String,
@@ -95,8 +97,9 @@ pub struct BenchArgs {
     /// Client threads.
     #[arg(long, default_value_t = 4)]
     clients: usize,
-    /// Measured seconds per run.
-    #[arg(long, default_value_t = 5.0)]
+    /// Measured seconds per run (the default spans three checkpoint
+    /// cycles).
+    #[arg(long, default_value_t = 8.0)]
     duration: f64,
     /// Warm-up seconds before each run (not measured), after the buffer
     /// pool is prewarmed.
@@ -181,7 +184,12 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
     };
     untorn::lab::device::DeviceProfile::by_name(&a.device)?;
     let protections: Vec<TornPageProtection> = if a.protection.is_empty() {
-        vec![TornPageProtection::FullPages, TornPageProtection::Off]
+        // Seed 003's three, in its table's order (FPW, DWB, OFF).
+        vec![
+            TornPageProtection::FullPages,
+            TornPageProtection::DoubleWrites,
+            TornPageProtection::Off,
+        ]
     } else {
         a.protection
             .iter()
@@ -212,8 +220,16 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
             }),
         })
         .collect::<untorn::Result<_>>()?;
-    let timeout =
-        Duration::from_secs_f64(a.checkpoint_timeout.unwrap_or(a.duration / 6.0).max(0.1));
+    if !(a.checkpoint_timeout.is_finite() && a.checkpoint_timeout >= 0.1) {
+        return Err(refuse(
+            "checkpoint_timeout",
+            format!(
+                "{} is not a time in seconds of at least 0.1",
+                a.checkpoint_timeout
+            ),
+        ));
+    }
+    let timeout = Duration::from_secs_f64(a.checkpoint_timeout);
     let base = BenchConfig {
         buffer_pool: a.buffer_pool,
         max_wal_size: a.max_wal_size,
@@ -459,7 +475,12 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         }
     })?;
     bar.finish_and_clear();
-    println!("{}", report::comparison_table(&results));
+    // The headline first, the regime and how sure the figures are, then
+    // the details.
+    println!("{}", report::headline_table(&results));
+    if let Some(line) = regime::regime_line(&results) {
+        println!("{line} {} clients.", a.clients);
+    }
     let precision = auto.then_some(a.precision);
     for group in results.chunks(configs.len()) {
         if let Some(line) = adaptive::stop_line(group, precision) {
@@ -469,6 +490,10 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
     for line in untorn::lab::noise::summary_lines(&results, a.drop_disturbed) {
         println!("{line}");
     }
+    if let Some(w) = regime::disturbed_warning(&results) {
+        println!("{w}");
+    }
+    println!("\nDetails\n\n{}", report::detail_table(&results));
     if let Some(path) = &a.json {
         report::write_json(path, &results)?;
         println!("JSON: {}", path.display());

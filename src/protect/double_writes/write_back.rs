@@ -281,7 +281,12 @@ impl DoubleWrites {
         let pages = list.encode_list_pages(self.owner);
         let slots = self.deferred.take_list_slots(claimed, pages.len());
         let images = in_slot_order(&slots, &pages);
-        self.write_slots(&images, who)
+        self.write_slots(&images, who)?;
+        let w = &self.shards[shard_of(who).number() as usize];
+        w.stats
+            .deferred_meta_pages
+            .fetch_add(pages.len() as u64, Relaxed);
+        Ok(())
     }
 
     /// A checkpoint's last step before its control file: names every
@@ -317,6 +322,9 @@ impl DoubleWrites {
         self.deferred.manifest_written(written.is_ok());
         if written.is_ok() {
             w.stats.manifests.fetch_add(1, Relaxed);
+            w.stats
+                .deferred_meta_pages
+                .fetch_add(pages.len() as u64, Relaxed);
             self.durable_manifest_seq.store(seq, Relaxed);
         }
         written

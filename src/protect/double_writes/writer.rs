@@ -78,6 +78,9 @@ pub struct ShardStats {
     /// Pages this writer's reads found in `dw/deferred` instead of their
     /// data file.
     pub reads: AtomicU64,
+    /// Manifest and write-back list pages this writer wrote into
+    /// `dw/deferred`: its bookkeeping, beside the page images.
+    pub deferred_meta_pages: AtomicU64,
 }
 
 /// A data file's mark, for the ring.
