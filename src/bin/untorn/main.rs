@@ -88,9 +88,13 @@ enum Command {
     /// does), verify every page, and check the
     /// invariants of the workload whose tables it holds (tpcb: the four sums
     /// agree; sysbench: rows well formed, the k index matches the table).
-    /// A database found shut down is closed again; one found crashed is
+    /// It opens with the database's own settings and changes none. A
+    /// database found shut down is closed again; one found crashed is
     /// left unclosed. Exit status 0 if all hold, 1 if a check fails, 3 if
-    /// the database cannot be opened (or is open elsewhere).
+    /// the database cannot be opened (or is open elsewhere). Tables made
+    /// through `untorn serve` are read through its SQL catalog. Where no
+    /// invariant could be checked, the last line says so instead of
+    /// `check: ok` (exit status 0: nothing failed).
     Check(check::CheckArgs),
     /// Page checksum throughput per core: fnv, crc32c and a plain copy.
     BenchChecksums {
