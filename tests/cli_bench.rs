@@ -292,6 +292,28 @@ fn small_write_only_bench(flags: &[&str], json: &Path, report: Option<&Path>) ->
     untorn(args)
 }
 
+/// In a log (stderr not a terminal) progress is whole lines, one per run
+/// at least; it was nothing at all, indicatif drawing only on a terminal
+/// (issue 36).
+#[test]
+fn bench_progress_in_a_log_is_whole_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let report = dir.path().join("report");
+    let run = small_write_only_bench(
+        &["--protection", "off", "--duration", "0.2"],
+        &json,
+        Some(&report),
+    );
+    run.expect_code(0);
+    assert!(!run.stderr.contains('\r'), "{}", run.context());
+    assert!(
+        run.stderr.contains(" 2/2 runs  oltp_write_only: off "),
+        "{}",
+        run.context()
+    );
+}
+
 /// `--double-write-buffer-size 64KB,128KB`: double_writes once per size,
 /// the other modes once, each run with its size in force.
 #[test]

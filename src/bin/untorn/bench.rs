@@ -428,10 +428,13 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         )
     };
     let mut status = String::new();
+    let mut lines = crate::progress::Lines::new();
+    let unit = if auto { "s budget" } else { "runs" };
     let results = run_plan(&plan, |p| {
         if auto {
             bar.set_position(started.elapsed().as_secs().min(bar.length().unwrap_or(0)));
         }
+        let ran = matches!(p, Progress::Ran { .. });
         match p {
             Progress::Loading { workload, config } => {
                 status.clear();
@@ -457,6 +460,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
                 }
             }
         }
+        lines.log_bar(&bar, Some(unit), ran);
     })?;
     bar.finish_and_clear();
     println!("{}", report::comparison_table(&results));

@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod crashtest;
 mod inspect;
+mod progress;
 mod serve;
 mod stats;
 mod study;
