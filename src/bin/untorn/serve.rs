@@ -171,18 +171,10 @@ fn password(a: &ServeArgs) -> untorn::Result<Option<String>> {
 }
 
 pub fn run(a: &ServeArgs) -> untorn::Result<ExitCode> {
+    // Every setting refused before the database is created: a refusal
+    // left an empty database directory behind (issue 36).
     let options = options(a)?;
-    let exists = a.dir.join(untorn::control::CONTROL_FILE_NAME).exists();
-    let db = if exists {
-        Database::open(&a.dir, options)?
-    } else {
-        Database::create(&a.dir, options)?
-    };
-    let settings = db.settings();
-    let db = Arc::new(db);
     let limits = limits(a)?;
-    let sql = SqlEngine::open_with_limits(db.clone(), limits)
-        .map_err(|e| Error::Invalid(e.to_string()))?;
     let config = ServerConfig {
         listen: a.listen,
         password: password(a)?,
@@ -191,6 +183,17 @@ pub fn run(a: &ServeArgs) -> untorn::Result<ExitCode> {
             .max_message_size
             .map_or(DEFAULT_MAX_MESSAGE_SIZE, |b| b as usize),
     };
+    config.validate()?;
+    let exists = a.dir.join(untorn::control::CONTROL_FILE_NAME).exists();
+    let db = if exists {
+        Database::open(&a.dir, options)?
+    } else {
+        Database::create(&a.dir, options)?
+    };
+    let settings = db.settings();
+    let db = Arc::new(db);
+    let sql = SqlEngine::open_with_limits(db.clone(), limits)
+        .map_err(|e| Error::Invalid(e.to_string()))?;
     let server = Server::bind(sql.clone(), &config)?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
