@@ -105,6 +105,13 @@ fn bad_flags_are_refused_clearly() {
         (&["crashtest", "--threads", "0"], "threads 0"),
         (&["crashtest", "--protection", "sideways"], "sideways"),
         (&["crashtest", "--iterations", "0"], "iterations 0"),
+        // Ran without faults, as `none`, saying nothing.
+        (&["crashtest", "--faults", ""], "no fault named"),
+        // The range saturated: fewer iterations than reported.
+        (
+            &["crashtest", "--first-iteration", "18446744073709551615"],
+            "past the last iteration number",
+        ),
         (
             &["crashtest", "--data-checksums", "off"],
             "double_writes needs page checksums",

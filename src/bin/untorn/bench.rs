@@ -38,14 +38,15 @@ pub struct BenchArgs {
     /// Page sizes to compare.
     #[arg(long, value_delimiter = ',', default_value = "8KB", value_parser = parse_size)]
     page_size: Vec<u64>,
-    /// Buffer pool size [default: a quarter of the workload's data].
+    /// Buffer pool size, at least 256 pages [default: a quarter of the
+    /// workload's data, at least 256 pages].
     #[arg(long, value_parser = parse_size)]
     buffer_pool: Option<u64>,
     /// max_wal_size.
     #[arg(long, default_value = "64MB", value_parser = parse_size)]
     max_wal_size: u64,
     /// checkpoint_timeout in seconds [default: a sixth of --duration, so a run spans at least five checkpoint cycles].
-    #[arg(long)]
+    #[arg(long, value_parser = crate::seconds)]
     checkpoint_timeout: Option<f64>,
     /// synchronous_commit: on or off.
     #[arg(long, default_value = "on")]
@@ -96,11 +97,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 4)]
     clients: usize,
     /// Measured seconds per run.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = crate::seconds)]
     duration: f64,
     /// Warm-up seconds before each run (not measured), after the buffer
     /// pool is prewarmed.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::seconds_or_zero)]
     warmup: f64,
     /// pgbench scale factor (tpcb).
     #[arg(long, default_value_t = 1)]
@@ -122,7 +123,7 @@ pub struct BenchArgs {
     precision: f64,
     /// With --repeat auto: seconds the whole job may take, shared among
     /// the workloads (what one leaves passes to the next).
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = 300.0, value_parser = crate::seconds)]
     budget: f64,
     /// With --repeat auto: the most rounds per workload.
     #[arg(long, default_value_t = 60)]
@@ -212,8 +213,10 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
             }),
         })
         .collect::<untorn::Result<_>>()?;
+    // Only the default is raised to the engine's least; a value given is
+    // refused below it, by Options::validate.
     let timeout =
-        Duration::from_secs_f64(a.checkpoint_timeout.unwrap_or(a.duration / 6.0).max(0.1));
+        Duration::from_secs_f64(a.checkpoint_timeout.unwrap_or((a.duration / 6.0).max(0.1)));
     let base = BenchConfig {
         buffer_pool: a.buffer_pool,
         max_wal_size: a.max_wal_size,
@@ -258,6 +261,18 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         c.double_write_flush_after = v
     });
     for c in &out {
+        let least = untorn::lab::compare::MIN_BUFFER_POOL_PAGES * c.page_size as u64;
+        if let Some(pool) = a.buffer_pool.filter(|&p| p < least) {
+            // The lab raises a smaller pool to this; asked for, it is refused.
+            return Err(refuse(
+                "buffer_pool",
+                format!(
+                    "{pool} bytes is below {least} ({} pages of {} bytes)",
+                    untorn::lab::compare::MIN_BUFFER_POOL_PAGES,
+                    c.page_size
+                ),
+            ));
+        }
         c.options(0).creation.or_defaults().validate()?;
         c.options(0).validate()?;
         if c.protection == TornPageProtection::DoubleWrites {

@@ -63,8 +63,8 @@ enum Command {
         /// Print totals per record kind instead of each record.
         #[arg(long)]
         stats: bool,
-        /// Stop after this many records.
-        #[arg(long)]
+        /// Stop after this many records (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         limit: Option<u64>,
     },
     /// Print the statistics saved at the last clean shutdown, in tables
@@ -261,6 +261,24 @@ fn main() -> ExitCode {
             eprintln!("untorn: error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A time in seconds on the command line (clap's value parser): finite
+/// and above zero. NaN, a negative or an infinite time panicked in
+/// `Duration::from_secs_f64`, or was silently clamped.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 1e7 => Ok(s),
+        _ => Err(format!("{text:?} is not a number of seconds above 0")),
+    }
+}
+
+/// [`seconds`], where zero is allowed too (a warm-up).
+fn seconds_or_zero(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(0.0) => Ok(0.0),
+        _ => seconds(text).map_err(|_| format!("{text:?} is not a number of seconds, 0 or above")),
     }
 }
 
