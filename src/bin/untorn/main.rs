@@ -107,8 +107,11 @@ enum Command {
         #[arg(long, default_value_t = 0.3)]
         seconds: f64,
     },
-    /// The main job: commit throughput of the embedded engine in a temporary
-    /// directory, per WAL block size and client count (group commit).
+    /// The main job: compares torn-page protection modes (and any other
+    /// setting given several values) on sysbench and pgbench workloads run
+    /// by the embedded engine in a temporary directory: throughput and its
+    /// ratios with 95 % intervals from interleaved rounds, latency, WAL and
+    /// page I/O per transaction; tables, and an HTML report with plots.
     Bench(Box<bench::BenchArgs>),
     /// Rerun a seed's experiment: the seed's table beside ours, a verdict
     /// per claim, and an HTML report (`untorn study --list`).
