@@ -155,6 +155,13 @@ impl Options {
                 format!("{timeout:?} is outside 0.1 s to 1 day"),
             );
         }
+        // Below a megabyte every few commits would start a checkpoint.
+        if self.max_wal_size < 1 << 20 {
+            return invalid(
+                "max_wal_size",
+                format!("{} bytes is below 1MB", self.max_wal_size),
+            );
+        }
         if self.checkpoint_flush_after > 256 {
             return invalid(
                 "checkpoint_flush_after",

@@ -67,6 +67,10 @@ pub struct RecoveryReport {
     /// Of those, copies below the redo point that the manifest of
     /// `dw/deferred` named (pages kept deferred across a checkpoint).
     pub pages_repaired_below_redo: u64,
+    /// Of those, pages whose bytes were damaged (checksum, header, an
+    /// unreadable sector); the rest were missing or older than their copy:
+    /// an in-place write the crash lost.
+    pub damaged_pages_repaired_from_double_writes: u64,
     /// Manifests of `dw/deferred` passed over: written after the control
     /// file's redo point with a slot that failed, their fsync perhaps
     /// never returned (docs/FORMAT.md, "Why one fsync is enough").

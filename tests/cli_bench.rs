@@ -150,6 +150,30 @@ fn bench_refuses_settings_it_does_not_have() {
     }
 }
 
+/// Times and sizes a run cannot use are refused by name: NaN and infinite
+/// times panicked in `Duration::from_secs_f64`; negative and NaN warm-ups
+/// and checkpoint timeouts were clamped; a zero buffer pool was raised to
+/// 2 MB and a zero max_wal_size ran (issue 36).
+#[test]
+fn bench_refuses_times_and_sizes_it_cannot_use() {
+    for (flag, says) in [
+        ("--duration=nan", "--duration"),
+        ("--duration=-1", "--duration"),
+        ("--warmup=nan", "--warmup"),
+        ("--warmup=-1", "--warmup"),
+        ("--checkpoint-timeout=nan", "--checkpoint-timeout"),
+        ("--checkpoint-timeout=0.01", "checkpoint_timeout"),
+        ("--budget=inf", "--budget"),
+        ("--buffer-pool=0", "buffer_pool"),
+        ("--max-wal-size=0", "max_wal_size"),
+    ] {
+        let run = untorn(["bench", flag]);
+        assert_eq!(run.code, Some(2), "{flag}\n{}", run.context());
+        assert!(!run.stderr.contains("panicked"), "{}", run.context());
+        run.expect_stderr(says);
+    }
+}
+
 /// `bench-checksums --seconds 0` (and NaN) panicked in the measuring
 /// thread (issue 36); every time it cannot use is refused by name.
 #[test]
@@ -305,6 +329,28 @@ fn small_write_only_bench(flags: &[&str], json: &Path, report: Option<&Path>) ->
         args.extend([OsStr::new("--report"), report.as_os_str()]);
     }
     untorn(args)
+}
+
+/// In a log (stderr not a terminal) progress is whole lines, one per run
+/// at least; it was nothing at all, indicatif drawing only on a terminal
+/// (issue 36).
+#[test]
+fn bench_progress_in_a_log_is_whole_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let report = dir.path().join("report");
+    let run = small_write_only_bench(
+        &["--protection", "off", "--duration", "0.2"],
+        &json,
+        Some(&report),
+    );
+    run.expect_code(0);
+    assert!(!run.stderr.contains('\r'), "{}", run.context());
+    assert!(
+        run.stderr.contains(" 2/2 runs  oltp_write_only: off "),
+        "{}",
+        run.context()
+    );
 }
 
 /// `--double-write-buffer-size 64KB,128KB`: double_writes once per size,

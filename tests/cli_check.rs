@@ -129,9 +129,11 @@ fn check_names_a_damaged_page_and_a_database_it_cannot_open() {
     common::insert_rows(&db, &t, 0..2000);
     db.close().unwrap();
     // No workload's tables: open and verify only.
-    check(&dir, &[])
-        .expect_code(0)
-        .expect_stdout("workload: no tpcb or sysbench tables; invariants not checked");
+    let run = check(&dir, &[]);
+    run.expect_code(0)
+        .expect_stdout("workload: no tpcb or sysbench tables; invariants not checked")
+        .expect_stdout("check: pages ok; invariants not checked (no tpcb or sysbench tables)");
+    assert!(!run.stdout.contains("check: ok"), "{}", run.context());
 
     let file = dir.join("data").join(t.file_id.to_string());
     flip_byte(&file, 8192 + 4000);
@@ -171,22 +173,92 @@ fn check_fails_a_database_that_serve_cannot_open() {
     common::serve_expecting_refusal(&dir).expect_refused(&["malformed SQL catalog row"]);
 }
 
+/// A check never changes a setting: a mode other than the database's is
+/// refused before the opening (it switched the database, issue 36).
 #[test]
-fn check_switches_torn_page_protection_when_asked() {
+fn check_never_switches_torn_page_protection() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
-    let db = Database::create(&dir, Options::default()).unwrap();
-    let t = db.create_table("t").unwrap();
-    common::insert_rows(&db, &t, 0..200);
-    db.close().unwrap();
-    check(&dir, &["--torn-page-protection", "off"])
-        .expect_code(0)
-        .expect_stdout("open: torn_page_protection switched from full_pages to off");
-    let db = Database::open(&dir, Options::default()).unwrap();
-    assert_eq!(db.settings().torn_page_protection.to_string(), "off");
-    db.close().unwrap();
-    check(&dir, &["--torn-page-protection", "double_writes"])
-        .expect_code(0)
-        .expect_stdout("open: torn_page_protection switched from off to double_writes");
-    assert!(dir.join("dw").join("shard-2").exists());
+    untorn_on("init", &dir, &["--torn-page-protection", "off"]).expect_code(0);
+    let control = dir.join(untorn::control::CONTROL_FILE_NAME);
+    let before = std::fs::read(&control).unwrap();
+    let run = check(&dir, &["--torn-page-protection", "double_writes"]);
+    run.expect_refused(&["the database's is off, not double_writes"]);
+    assert_eq!(
+        std::fs::read(&control).unwrap(),
+        before,
+        "control file changed"
+    );
+    assert!(!dir.join("dw").exists(), "{}", run.context());
+    // Its own mode is accepted, and the check keeps it.
+    check(&dir, &["--torn-page-protection", "off"]).expect_code(0);
+    check(&dir, &[]).expect_code(0);
+    untorn_on("inspect", &dir, &["--json"]).expect_json("/settings/torn_page_protection", "off");
+    assert!(!dir.join("dw").exists());
+}
+
+/// A pgbench database loaded through `untorn serve` is checked through
+/// the SQL catalog (issue 36: "table pgbench_accounts is missing" x4).
+#[test]
+fn check_reads_a_pgbench_database_made_by_serve() {
+    use common::serve::{client, psql, run, Serve};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let serve = Serve::start_in(&dir, &[]);
+    let pgbench = |args: &[&str]| {
+        let mut c = client("pgbench");
+        c.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &serve.port.to_string(),
+            "-U",
+            "bench",
+        ])
+        .args(args)
+        .arg("bench");
+        run(c);
+    };
+    pgbench(&["-i", "-s", "1", "-q"]);
+    pgbench(&["-n", "-c", "2", "-t", "50"]);
+    assert!(serve.stop().success());
+    let run = check(&dir, &[]);
+    run.expect_code(0)
+        .expect_stdout("tpcb: pgbench_accounts: 100000 rows, sum of account balances")
+        .expect_stdout("tpcb: pgbench_history: 100 rows, sum of history deltas")
+        .expect_stdout("tpcb: invariants hold")
+        .expect_stdout("check: ok");
+
+    // One branch's balance changed alone.
+    let serve = Serve::start_in(&dir, &[]);
+    psql(
+        serve.port,
+        "update pgbench_branches set bbalance = bbalance + 7 where bid = 1",
+    );
+    assert!(serve.stop().success());
+    let run = check(&dir, &[]);
+    run.expect_code(1)
+        .expect_stdout("FAILED: tpcb invariant broken: the four sums differ")
+        .expect_stdout("check: FAILED");
+    assert!(!run.stdout.contains("check: ok"), "{}", run.context());
+}
+
+/// sysbench's index invariant cannot be checked through SQL: the check
+/// says so, and does not print `check: ok`.
+#[test]
+fn check_says_what_it_could_not_check() {
+    use common::serve::{psql, Serve};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let serve = Serve::start_in(&dir, &[]);
+    psql(
+        serve.port,
+        "create table sbtest1 (id integer primary key, k integer, c char(120), pad char(60))",
+    );
+    assert!(serve.stop().success());
+    let run = check(&dir, &[]);
+    run.expect_code(0)
+        .expect_stdout("sysbench: tables made through SQL; only the tpcb invariant is checked through it: invariants not checked")
+        .expect_stdout("check: pages ok; invariants not checked");
+    assert!(!run.stdout.contains("check: ok"), "{}", run.context());
 }

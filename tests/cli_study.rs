@@ -26,6 +26,14 @@ fn run_study(name: &str) {
         .expect_stdout("== The seed's figures")
         .expect_stdout("== Here")
         .expect_stdout("== Notes");
+    // In a log (stderr is a pipe here) progress is whole lines, a line
+    // per run at least, never `\r` rewrites (issue 36).
+    assert!(!run.stderr.contains('\r'), "{}", run.context());
+    assert!(
+        run.stderr.contains("configuration 1 (round 1)\n"),
+        "{}",
+        run.context()
+    );
     let out = &run.stdout;
     // Every table of the seed and of ours, with its caption.
     for t in s.seed_tables() {

@@ -213,6 +213,10 @@ fn waldump_prints_records_and_stats() {
     assert_eq!(count("Total"), records, "{}", stats.context());
     assert!(count("commit ") >= 6, "{}", stats.context());
 
+    // --limit 0 printed one record.
+    let zero = untorn_on("waldump", &dir, &["--limit", "0"]);
+    assert_eq!(zero.code, Some(2), "{}", zero.context());
+    zero.expect_stderr("--limit");
     let limited = untorn_on("waldump", &dir, &["--limit", "2"]);
     limited.expect_code(0);
     assert_eq!(limited.lines_starting("kind:"), 2, "{}", limited.context());

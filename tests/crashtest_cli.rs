@@ -105,6 +105,13 @@ fn bad_flags_are_refused_clearly() {
         (&["crashtest", "--threads", "0"], "threads 0"),
         (&["crashtest", "--protection", "sideways"], "sideways"),
         (&["crashtest", "--iterations", "0"], "iterations 0"),
+        // Ran without faults, as `none`, saying nothing.
+        (&["crashtest", "--faults", ""], "no fault named"),
+        // The range saturated: fewer iterations than reported.
+        (
+            &["crashtest", "--first-iteration", "18446744073709551615"],
+            "past the last iteration number",
+        ),
         (
             &["crashtest", "--data-checksums", "off"],
             "double_writes needs page checksums",
@@ -136,5 +143,69 @@ fn progress_in_a_log_is_whole_lines() {
     assert!(
         stderr.contains("off: 30/30 iterations, 0 failed\n"),
         "{stderr:?}"
+    );
+}
+
+/// Dropped writes tear no page, yet double writes restore hundreds: the
+/// table counted every restore as a repair ("torn pages injected 0" beside
+/// "repaired from double writes 234"). Its column now counts damaged
+/// pages; the restores of missing and older pages are a line below
+/// (issue 36).
+#[test]
+fn double_writes_restores_of_dropped_writes_are_not_called_repairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let out = untorn(&[
+        "crashtest",
+        "--protection",
+        "double_writes",
+        "--iterations",
+        "30",
+        "--faults",
+        "drop",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let mode = &report["modes"][0];
+    assert_eq!(mode["torn_pages_injected"], 0, "{mode}");
+    assert_eq!(
+        mode["damaged_pages_repaired_from_double_writes"], 0,
+        "{mode}"
+    );
+    let restored = mode["pages_repaired_from_double_writes"].as_u64().unwrap();
+    assert!(restored > 0, "{mode}");
+    assert!(
+        stdout.contains(&format!(
+            "pages restored from double writes: {restored}, 0 of them damaged"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("damaged pages repaired from double writes"));
+}
+
+/// `off` passes where it lost torn pages by name: the verdict says the
+/// loss was detected, not prevented (issue 36).
+#[test]
+fn a_pass_that_lost_data_says_so() {
+    let out = untorn(&[
+        "crashtest",
+        "--protection",
+        "off",
+        "--iterations",
+        "60",
+        "--faults",
+        "tear",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("data lost, detected"), "{stdout}");
+    assert!(stdout.contains("pass, loss detected"), "{stdout}");
+    assert!(
+        stdout.contains("detected, not prevented: the mode repairs nothing"),
+        "{stdout}"
     );
 }

@@ -440,3 +440,51 @@ fn report_states_what_is_resolved_and_flags_disturbed_runs() {
     assert_eq!(html.matches("<tr class=\"dist\">").count(), 1);
     assert_eq!(html.matches("<details open>").count(), 1);
 }
+
+/// The `<text>` elements of an SVG: (their y attribute, their text).
+fn svg_texts(svg: &str) -> Vec<(&str, &str)> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let y = t.split(" y=\"").nth(1)?.split('"').next()?;
+            let body = t.split_once('>')?.1.split("</text>").next()?;
+            Some((y, body.trim()))
+        })
+        .collect()
+}
+
+/// A short run's plot labels each second at most once (it printed
+/// `0 0 1 2 2 3 4 4 5`: half-second ticks without decimals), and its bold
+/// line is the median run by TPS, not repeat 0 (issue 36).
+#[test]
+fn plots_label_seconds_once_and_draw_the_median_run_bold() {
+    use untorn::lab::plot::{plot_metric, primary_run, Metric};
+    let mut r = result("tpcb", "full_pages", &[100.0, 300.0, 200.0], &[]);
+    for run in &mut r.runs {
+        run.series.truncate(6);
+    }
+    assert_eq!(primary_run(&r).map(|run| run.repeat), Some(2));
+    let dir = tempfile::tempdir().unwrap();
+    let lines = vec![("full_pages".to_string(), &r)];
+    let files = plot_metric(dir.path(), "t", "tpcb", Metric::Tps, &lines).unwrap();
+    let svg = std::fs::read_to_string(&files.svg).unwrap();
+    let texts = svg_texts(&svg);
+    // The x axis' labels: the numbers that share one y, the most of them.
+    let mut by_y: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (y, t) in &texts {
+        if t.parse::<f64>().is_ok() {
+            by_y.entry(y).or_default().push(t);
+        }
+    }
+    let x_labels = by_y.values().max_by_key(|v| v.len()).unwrap();
+    let mut distinct = x_labels.clone();
+    distinct.dedup();
+    assert_eq!(&distinct, x_labels, "{texts:?}");
+    assert!(x_labels.len() >= 3, "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .any(|(_, t)| *t == "bold: the median run by TPS"),
+        "{texts:?}"
+    );
+}

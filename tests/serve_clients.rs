@@ -246,6 +246,8 @@ fn passwords_are_required_off_loopback_and_checked_with_scram() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("set a password"), "{err}");
+    // Refused before anything is created (it left an empty database).
+    assert!(!dir.path().join("db").exists(), "{err}");
 
     let secret = dir.path().join("password");
     std::fs::write(&secret, "pencil\n").unwrap();

@@ -300,6 +300,8 @@ impl Iteration<'_> {
         self.c.pages_repaired_from_wal += r.damaged_pages_repaired.len() as u64;
         self.c.pages_repaired_from_double_writes += r.pages_repaired_from_double_writes;
         self.c.pages_repaired_below_redo += r.pages_repaired_below_redo;
+        self.c.damaged_pages_repaired_from_double_writes +=
+            r.damaged_pages_repaired_from_double_writes;
         self.c.manifests_passed_over += r.double_write_manifests_passed_over;
         if !r.damaged_pages_left.is_empty() {
             let left = r.damaged_pages_left.join(", ");

@@ -159,6 +159,12 @@ impl FromStr for Fault {
 /// empty list means no fault (every write issued before the crash
 /// survives). Duplicates are ignored; the result is sorted.
 pub fn parse_faults(list: &str) -> Result<Vec<Fault>> {
+    if list.trim().is_empty() {
+        // It ran without faults, as `none` does, with nothing said.
+        return Err(Error::Invalid(
+            "no fault named: list faults, or none for crashes alone".into(),
+        ));
+    }
     let mut out = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if item.eq_ignore_ascii_case("none") {
@@ -328,6 +334,13 @@ impl CrashTestOptions {
         if self.iterations == 0 {
             // Zero iterations printed "pass": a verdict on nothing.
             return bad("iterations 0: at least one iteration must run".into());
+        }
+        if self.first_iteration.checked_add(self.iterations).is_none() {
+            // The range saturated: fewer iterations ran than reported.
+            return bad(format!(
+                "first iteration {} + {} iterations is past the last iteration number",
+                self.first_iteration, self.iterations
+            ));
         }
         if self.data_checksums == ChecksumAlgorithm::Off
             && self.protections.contains(&TornPageProtection::DoubleWrites)

@@ -139,6 +139,7 @@ pub(super) fn open(
     )?;
     report.pages_repaired_from_double_writes = from_area.counts.restored;
     report.pages_repaired_below_redo = from_area.counts.restored_below_redo;
+    report.damaged_pages_repaired_from_double_writes = from_area.counts.restored_damaged;
     report.double_write_manifests_passed_over = from_area.manifests_passed_over;
     if let Some(s) = synced {
         report.startup_sync_files = s.wal_segments + s.data_files + s.double_write_files;

@@ -19,6 +19,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// The least buffer pool a bench runs with, in pages: a smaller
+/// `--buffer-pool` is refused, the default raised to it.
+pub const MIN_BUFFER_POOL_PAGES: u64 = 256;
+
 /// One configuration: every engine setting a comparison may vary.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BenchConfig {
@@ -90,7 +94,7 @@ impl BenchConfig {
         let pool = self
             .buffer_pool
             .unwrap_or(data_bytes / 4)
-            .max(256 * self.page_size as u64);
+            .max(MIN_BUFFER_POOL_PAGES * self.page_size as u64);
         Options {
             creation: RequestedCreationSettings {
                 page_size: Some(self.page_size),

@@ -99,9 +99,23 @@ pub struct PlotFiles {
     pub png: PathBuf,
 }
 
-/// The run drawn bold for a configuration: repeat 0 (or the first run).
+/// The run drawn bold for a configuration: its median run by TPS, the
+/// one whose latencies the tables give (else the first run kept).
 pub fn primary_run(r: &ConfigResult) -> Option<&Run> {
-    r.runs.iter().find(|run| run.repeat == 0).or(r.runs.first())
+    let kept = || r.runs.iter().filter(|run| !run.excluded);
+    kept()
+        .find(|run| run.tps == r.tps)
+        .or_else(|| kept().next())
+        .or(r.runs.first())
+}
+
+/// The legend's word on the bold lines.
+const BOLD_IS: &str = "bold: the median run by TPS";
+
+/// At most this many x-axis labels, and never more than whole seconds
+/// (`0 0 1 2 2 3` came from half-second ticks printed without decimals).
+fn x_label_count(x_max: f64) -> usize {
+    (x_max as usize + 1).clamp(2, 11)
 }
 
 /// True when some run of some line has a per-second series to draw.
@@ -112,9 +126,9 @@ pub fn has_series(lines: &[(String, &ConfigResult)]) -> bool {
 }
 
 /// Draws `metric` for `lines` (label, configuration) into
-/// `dir/<stem>_<metric>.svg` and `.png`. The primary run of each
+/// `dir/<stem>_<metric>.svg` and `.png`. The median run of each
 /// configuration is drawn bold with its checkpoints marked (solid vertical
-/// line: started, dashed: ended); the other repeats faint.
+/// line: started, dashed: ended); the other runs faint.
 pub fn plot_metric(
     dir: &Path,
     stem: &str,
@@ -156,10 +170,12 @@ fn draw_legend<DB: DrawingBackend>(
         text(y, label)?;
         y += 20;
     }
+    text(y, BOLD_IS)?;
+    y += 20;
     y += 8;
     if lines.iter().any(|(_, r)| r.runs.len() > 1) {
         area.draw(&PathElement::new(vec![(4, y), (28, y)], BLACK.mix(0.25)))?;
-        text(y, "other repeats")?;
+        text(y, "other runs")?;
         y += 20;
     }
     area.draw(&Rectangle::new(
@@ -239,7 +255,7 @@ fn draw<DB: DrawingBackend>(
     let longest = lines
         .iter()
         .map(|(l, _)| l.chars().count())
-        .chain(std::iter::once("checkpoint running".len()))
+        .chain(std::iter::once(BOLD_IS.len()))
         .max()
         .unwrap_or(0);
     let legend_width = (longest as u32 * 13 / 2 + 48).clamp(150, 380);
@@ -256,6 +272,7 @@ fn draw<DB: DrawingBackend>(
         .y_desc(metric.axis())
         .light_line_style(RGBColor(238, 238, 238))
         .max_light_lines(2)
+        .x_labels(x_label_count(x_max))
         .x_label_formatter(&|x| format!("{x:.0}"))
         .y_label_formatter(&|y| axis_number(*y, y_max))
         .label_style(("sans-serif", 13))

@@ -23,6 +23,8 @@ use crate::lab::result::{Comparison, ConfigResult, PER_TXN};
 mod csv_files;
 #[path = "report_html.rs"]
 mod html;
+#[path = "report_settings.rs"]
+mod settings_list;
 #[path = "report_words.rs"]
 mod words;
 

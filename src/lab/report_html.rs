@@ -1,7 +1,6 @@
 //! The HTML page of the benchmark report: self-contained apart from the
 //! plot files next to it.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -83,14 +82,6 @@ pub(super) fn write_report(
     write_json(dir.join("results.json"), results)?;
     write_csv(dir.join("csv"), results)?;
 
-    let mut settings: BTreeMap<&str, Vec<Option<&str>>> = BTreeMap::new();
-    for (i, r) in results.iter().enumerate() {
-        for (k, v) in &r.settings {
-            settings
-                .entry(k)
-                .or_insert_with(|| vec![None; results.len()])[i] = Some(v);
-        }
-    }
     let result_labels: Vec<String> = results
         .iter()
         .map(|r| {
@@ -109,7 +100,6 @@ pub(super) fn write_report(
         results,
         result_labels: &result_labels,
         sections: &sections,
-        settings: &settings,
     });
     let index = dir.join("index.html");
     write_file(&index, page.as_bytes())?;
@@ -124,8 +114,6 @@ struct Page<'a> {
     /// The mode label of each result, in the order of `results`.
     pub result_labels: &'a [String],
     pub sections: &'a [Section<'a>],
-    /// Every setting by name: its value in each result (`None`: not set).
-    pub settings: &'a BTreeMap<&'a str, Vec<Option<&'a str>>>,
 }
 
 pub const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}\
@@ -185,7 +173,7 @@ fn table(out: &mut String, grid: &Grid, swatches: bool) {
 }
 
 /// Opens a table: its header row of `headers`, each already HTML.
-fn table_start(out: &mut String, headers: impl IntoIterator<Item = String>) {
+pub(super) fn table_start(out: &mut String, headers: impl IntoIterator<Item = String>) {
     out.push_str("<table><thead><tr>");
     for h in headers {
         let _ = write!(out, "<th>{h}</th>");
@@ -194,7 +182,7 @@ fn table_start(out: &mut String, headers: impl IntoIterator<Item = String>) {
 }
 
 /// A row of text cells.
-fn text_row<'a>(out: &mut String, cells: impl IntoIterator<Item = &'a str>) {
+pub(super) fn text_row<'a>(out: &mut String, cells: impl IntoIterator<Item = &'a str>) {
     out.push_str("<tr>");
     for c in cells {
         let _ = write!(out, "<td>{}</td>", esc(c));
@@ -202,7 +190,7 @@ fn text_row<'a>(out: &mut String, cells: impl IntoIterator<Item = &'a str>) {
     out.push_str("</tr>\n");
 }
 
-const TABLE_END: &str = "</tbody></table>\n";
+pub(super) const TABLE_END: &str = "</tbody></table>\n";
 
 fn file_name(path: &std::path::Path) -> String {
     path.file_name()
@@ -311,7 +299,7 @@ fn render(p: &Page) -> String {
     }
 
     folded_cycles(&mut o, p.sections);
-    settings(&mut o, p);
+    super::settings_list::html(&mut o, p.results, p.result_labels);
     o.push_str("</body></html>\n");
     o
 }
@@ -349,35 +337,6 @@ fn section_tables(o: &mut String, sections: &[Section], grid: for<'s> fn(&'s Sec
         let _ = writeln!(o, "<h3>{}</h3>", esc(&s.heading));
         table(o, grid(s), true);
     }
-}
-
-/// Every setting used: those all configurations share, then those that
-/// differ, one column per configuration.
-fn settings(o: &mut String, p: &Page) {
-    o.push_str("<h2>Settings</h2>\n");
-    let all_same = |vals: &Vec<Option<&str>>| vals.iter().all(|v| v.is_some() && *v == vals[0]);
-    o.push_str("<h3>Common to every configuration</h3>\n");
-    table_start(o, ["setting", "value"].map(String::from));
-    for (k, vals) in p.settings.iter().filter(|(_, v)| all_same(v)) {
-        text_row(o, [*k, vals[0].unwrap_or("-")]);
-    }
-    o.push_str(TABLE_END);
-    let differing: Vec<_> = p.settings.iter().filter(|(_, v)| !all_same(v)).collect();
-    if differing.is_empty() {
-        return;
-    }
-    o.push_str("<h3>Differing between configurations</h3>\n");
-    let configurations = p.results.iter().zip(p.result_labels);
-    let headers =
-        configurations.map(|(r, label)| format!("{}<br>{}", esc(&r.workload), esc(label)));
-    table_start(o, std::iter::once("setting".to_string()).chain(headers));
-    for (k, vals) in differing {
-        text_row(
-            o,
-            std::iter::once(*k).chain(vals.iter().map(|v| v.unwrap_or("-"))),
-        );
-    }
-    o.push_str(TABLE_END);
 }
 
 /// What the data resolve, in words and as a chart of TPS ratios with

@@ -50,6 +50,30 @@ pub struct ServerConfig {
     pub max_message_size: usize,
 }
 
+impl ServerConfig {
+    /// Refuses what the server would refuse at [`Server::bind`] (a
+    /// non-loopback address without a password), so that `untorn serve`
+    /// can before it creates a database.
+    pub fn validate(&self) -> Result<()> {
+        self.startup().map(|_| ())
+    }
+
+    fn startup(&self) -> Result<Startup> {
+        match (&self.password, self.listen.ip().is_loopback()) {
+            (Some(p), _) => Ok(Startup::scram(p)),
+            (None, true) => Ok(Startup::Trust),
+            (None, false) => Err(Error::InvalidSetting {
+                name: "listen",
+                detail: format!(
+                    "{} is not a loopback address: set a password (UNTORN_PASSWORD or \
+                     --password-file) so clients authenticate with SCRAM-SHA-256",
+                    self.listen
+                ),
+            }),
+        }
+    }
+}
+
 /// `max_message_size` unless set: room for the longest query text
 /// (`max_query_length`, 1 MB) several times over.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
@@ -93,20 +117,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 impl Server {
     pub fn bind(sql: Arc<SqlEngine>, config: &ServerConfig) -> Result<Server> {
-        let startup = match (&config.password, config.listen.ip().is_loopback()) {
-            (Some(p), _) => Startup::scram(p),
-            (None, true) => Startup::Trust,
-            (None, false) => {
-                return Err(Error::InvalidSetting {
-                    name: "listen",
-                    detail: format!(
-                        "{} is not a loopback address: set a password (UNTORN_PASSWORD or \
-                         --password-file) so clients authenticate with SCRAM-SHA-256",
-                        config.listen
-                    ),
-                })
-            }
-        };
+        let startup = config.startup()?;
         let io = |op, e| Error::io(config.listen.to_string(), op, e);
         let listener = TcpListener::bind(config.listen).map_err(|e| io("bind", e))?;
         listener

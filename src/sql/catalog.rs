@@ -85,39 +85,48 @@ impl Catalog {
     /// Loads the catalog (creating its engine table on first use), then
     /// drops reserved engine tables no catalog row names.
     pub fn open(db: &Database) -> Result<Catalog, SqlError> {
-        let cat = match db.table(CATALOG_TABLE) {
-            Ok(t) => t,
-            Err(_) => db.create_table(CATALOG_TABLE).map_err(engine_err)?,
-        };
-        let (tables, owned) = Self::load(db, &cat)?;
-        let mut generation = 0;
+        if db.table(CATALOG_TABLE).is_err() {
+            db.create_table(CATALOG_TABLE).map_err(engine_err)?;
+        }
+        let (catalog, owned) = Self::read(db)?.expect("the catalog table exists");
         for t in db.tables() {
-            if let Some(rest) = t.name.strip_prefix(RESERVED_PREFIX) {
-                if let Some(g) = rest.rsplit('.').next().and_then(|g| g.parse::<u64>().ok()) {
-                    generation = generation.max(g);
-                }
-                if !owned.contains(&t.name) {
-                    tracing::info!("dropping engine table {} no SQL table owns", t.name);
-                    db.drop_table(&t.name).map_err(engine_err)?;
-                }
+            if t.name.starts_with(RESERVED_PREFIX) && !owned.contains(&t.name) {
+                tracing::info!("dropping engine table {} no SQL table owns", t.name);
+                db.drop_table(&t.name).map_err(engine_err)?;
             }
         }
-        Ok(Catalog {
-            tables: RwLock::new(tables),
-            version: AtomicU64::new(1),
-            generation: AtomicU64::new(generation + 1),
-        })
+        Ok(catalog)
     }
 
     /// Reads what [`Catalog::open`] reads, changing nothing: `None` if
-    /// the database has no SQL catalog, else how many SQL tables it names.
-    /// `untorn check` runs it, so that it fails a database that
-    /// `untorn serve` could not open.
-    pub fn check(db: &Database) -> Result<Option<usize>, SqlError> {
+    /// the database has no SQL catalog. `untorn check` reads a database's
+    /// SQL tables through it, and so fails one `untorn serve` could not
+    /// open.
+    pub fn open_existing(db: &Database) -> Result<Option<Catalog>, SqlError> {
+        Ok(Self::read(db)?.map(|(catalog, _)| catalog))
+    }
+
+    /// The catalog and the engine tables its rows own; `None` without a
+    /// catalog table.
+    fn read(db: &Database) -> Result<Option<(Catalog, HashSet<String>)>, SqlError> {
         let Ok(cat) = db.table(CATALOG_TABLE) else {
             return Ok(None);
         };
-        Ok(Some(Self::load(db, &cat)?.0.len()))
+        let (tables, owned) = Self::load(db, &cat)?;
+        // New engine tables get a generation above every one on disk.
+        let generation = db
+            .tables()
+            .iter()
+            .filter_map(|t| t.name.strip_prefix(RESERVED_PREFIX))
+            .filter_map(|rest| rest.rsplit('.').next()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        let catalog = Catalog {
+            tables: RwLock::new(tables),
+            version: AtomicU64::new(1),
+            generation: AtomicU64::new(generation + 1),
+        };
+        Ok(Some((catalog, owned)))
     }
 
     /// Every catalog row's table, with its largest id read; and the engine
@@ -182,6 +191,13 @@ impl Catalog {
                 format!("relation \"{name}\" does not exist"),
             )
         })
+    }
+
+    /// The SQL tables' names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tables.read().keys().cloned().collect();
+        names.sort();
+        names
     }
 
     pub fn exists(&self, name: &str) -> bool {

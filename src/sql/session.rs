@@ -61,9 +61,21 @@ impl SqlEngine {
 
     /// Reads what [`SqlEngine::open`] reads (the SQL catalog, and each
     /// table's largest id), without creating or dropping anything: `None`
-    /// if `db` has no SQL catalog, else how many SQL tables it holds.
-    pub fn check_catalog(db: &Database) -> Result<Option<usize>, SqlError> {
-        Catalog::check(db)
+    /// if `db` has no SQL catalog. `untorn check` queries through it.
+    pub fn open_existing(db: Arc<Database>) -> Result<Option<Arc<SqlEngine>>, SqlError> {
+        Ok(Catalog::open_existing(&db)?.map(|catalog| {
+            Arc::new(SqlEngine {
+                db,
+                catalog,
+                ddl: Mutex::new(()),
+                limits: Limits::default(),
+            })
+        }))
+    }
+
+    /// The SQL tables' names, sorted.
+    pub fn table_names(&self) -> Vec<String> {
+        self.catalog.names()
     }
 
     pub fn session(self: &Arc<Self>) -> Session {

@@ -162,7 +162,13 @@ pub fn serve_command(dir: &Path) -> Command {
 /// was let in would serve forever, so it is killed after a minute and the
 /// test fails, showing what it printed.
 pub fn serve_expecting_refusal(dir: &Path) -> Run {
+    serve_expecting_refusal_with(dir, &[])
+}
+
+/// [`serve_expecting_refusal`] with `extra` flags.
+pub fn serve_expecting_refusal_with(dir: &Path, extra: &[&str]) -> Run {
     let mut child = serve_command(dir)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -38,7 +38,8 @@ pub struct BenchArgs {
     /// Page sizes to compare.
     #[arg(long, value_delimiter = ',', default_value = "8KB", value_parser = parse_size)]
     page_size: Vec<u64>,
-    /// Buffer pool size [default: a quarter of the workload's data].
+    /// Buffer pool size, at least 256 pages [default: a quarter of the
+    /// workload's data, at least 256 pages].
     #[arg(long, value_parser = parse_size)]
     buffer_pool: Option<u64>,
     /// max_wal_size.
@@ -47,7 +48,7 @@ pub struct BenchArgs {
     /// checkpoint_timeout in seconds: with --max-wal-size, whichever comes
     /// first starts a checkpoint (the default job's cycle: a few seconds,
     /// three or more per run).
-    #[arg(long, default_value_t = 2.5)]
+    #[arg(long, default_value_t = 2.5, value_parser = crate::seconds)]
     checkpoint_timeout: f64,
     /// synchronous_commit: on or off.
     #[arg(long, default_value = "on")]
@@ -99,11 +100,11 @@ pub struct BenchArgs {
     clients: usize,
     /// Measured seconds per run (the default spans three checkpoint
     /// cycles).
-    #[arg(long, default_value_t = 8.0)]
+    #[arg(long, default_value_t = 8.0, value_parser = crate::seconds)]
     duration: f64,
     /// Warm-up seconds before each run (not measured), after the buffer
     /// pool is prewarmed.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::seconds_or_zero)]
     warmup: f64,
     /// pgbench scale factor (tpcb).
     #[arg(long, default_value_t = 1)]
@@ -125,7 +126,7 @@ pub struct BenchArgs {
     precision: f64,
     /// With --repeat auto: seconds the whole job may take, shared among
     /// the workloads (what one leaves passes to the next).
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = 300.0, value_parser = crate::seconds)]
     budget: f64,
     /// With --repeat auto: the most rounds per workload.
     #[arg(long, default_value_t = 60)]
@@ -220,15 +221,7 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
             }),
         })
         .collect::<untorn::Result<_>>()?;
-    if !(a.checkpoint_timeout.is_finite() && a.checkpoint_timeout >= 0.1) {
-        return Err(refuse(
-            "checkpoint_timeout",
-            format!(
-                "{} is not a time in seconds of at least 0.1",
-                a.checkpoint_timeout
-            ),
-        ));
-    }
+    // A time below the engine's least is refused by Options::validate.
     let timeout = Duration::from_secs_f64(a.checkpoint_timeout);
     let base = BenchConfig {
         buffer_pool: a.buffer_pool,
@@ -274,6 +267,18 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         c.double_write_flush_after = v
     });
     for c in &out {
+        let least = untorn::lab::compare::MIN_BUFFER_POOL_PAGES * c.page_size as u64;
+        if let Some(pool) = a.buffer_pool.filter(|&p| p < least) {
+            // The lab raises a smaller pool to this; asked for, it is refused.
+            return Err(refuse(
+                "buffer_pool",
+                format!(
+                    "{pool} bytes is below {least} ({} pages of {} bytes)",
+                    untorn::lab::compare::MIN_BUFFER_POOL_PAGES,
+                    c.page_size
+                ),
+            ));
+        }
         c.options(0).creation.or_defaults().validate()?;
         c.options(0).validate()?;
         if c.protection == TornPageProtection::DoubleWrites {
@@ -444,10 +449,13 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         )
     };
     let mut status = String::new();
+    let mut lines = crate::progress::Lines::new();
+    let unit = if auto { "s budget" } else { "runs" };
     let results = run_plan(&plan, |p| {
         if auto {
             bar.set_position(started.elapsed().as_secs().min(bar.length().unwrap_or(0)));
         }
+        let ran = matches!(p, Progress::Ran { .. });
         match p {
             Progress::Loading { workload, config } => {
                 status.clear();
@@ -473,6 +481,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
                 }
             }
         }
+        lines.log_bar(&bar, Some(unit), ran);
     })?;
     bar.finish_and_clear();
     // The headline first, the regime and how sure the figures are, then

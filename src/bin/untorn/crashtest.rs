@@ -2,14 +2,9 @@
 
 use crate::on_off;
 use clap::Args;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 use untorn::crashlab::{self, CrashTestOptions};
-
-/// How often a log (stderr not a terminal) gets a progress line.
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 #[derive(Args, Debug)]
 pub struct CrashTestArgs {
@@ -99,25 +94,15 @@ pub fn run(a: &CrashTestArgs) -> untorn::Result<ExitCode> {
     if let Some(p) = &a.protection {
         opts.protections = crashlab::parse_protections(p)?;
     }
-    // On a terminal one line rewritten in place; in a log a line every
-    // few seconds and at each mode's end, not a flood of `\r` lines.
-    let terminal = std::io::stderr().is_terminal();
-    let mut last_line = Instant::now();
+    let mut lines = crate::progress::Lines::new();
     let report = crashlab::run::run(&opts, |p| {
         let line = format!(
             "{}: {}/{} iterations, {} failed",
             p.mode, p.done, p.total, p.failed
         );
-        if terminal {
-            eprint!("\r{line}   ");
-        } else if p.done == p.total || last_line.elapsed() >= PROGRESS_EVERY {
-            eprintln!("{line}");
-            last_line = Instant::now();
-        }
+        lines.show(&line, p.done == p.total);
     })?;
-    if terminal {
-        eprintln!();
-    }
+    lines.end();
     println!("{}", crashlab::report::table(&report));
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&report)

@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod crashtest;
 mod inspect;
+mod progress;
 mod serve;
 mod stats;
 mod study;
@@ -62,8 +63,8 @@ enum Command {
         /// Print totals per record kind instead of each record.
         #[arg(long)]
         stats: bool,
-        /// Stop after this many records.
-        #[arg(long)]
+        /// Stop after this many records (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         limit: Option<u64>,
     },
     /// Print the statistics saved at the last clean shutdown, in tables
@@ -88,9 +89,13 @@ enum Command {
     /// does), verify every page, and check the
     /// invariants of the workload whose tables it holds (tpcb: the four sums
     /// agree; sysbench: rows well formed, the k index matches the table).
-    /// A database found shut down is closed again; one found crashed is
+    /// It opens with the database's own settings and changes none. A
+    /// database found shut down is closed again; one found crashed is
     /// left unclosed. Exit status 0 if all hold, 1 if a check fails, 3 if
-    /// the database cannot be opened (or is open elsewhere).
+    /// the database cannot be opened (or is open elsewhere). Tables made
+    /// through `untorn serve` are read through its SQL catalog. Where no
+    /// invariant could be checked, the last line says so instead of
+    /// `check: ok` (exit status 0: nothing failed).
     Check(check::CheckArgs),
     /// Page checksum throughput per core: fnv, crc32c and a plain copy.
     BenchChecksums {
@@ -102,8 +107,11 @@ enum Command {
         #[arg(long, default_value_t = 0.3)]
         seconds: f64,
     },
-    /// The main job: commit throughput of the embedded engine in a temporary
-    /// directory, per WAL block size and client count (group commit).
+    /// The main job: compares torn-page protection modes (and any other
+    /// setting given several values) on sysbench and pgbench workloads run
+    /// by the embedded engine in a temporary directory: throughput and its
+    /// ratios with 95 % intervals from interleaved rounds, latency, WAL and
+    /// page I/O per transaction; tables, and an HTML report with plots.
     Bench(Box<bench::BenchArgs>),
     /// Rerun a seed's experiment: the seed's table beside ours, a verdict
     /// per claim, and an HTML report (`untorn study --list`).
@@ -256,6 +264,24 @@ fn main() -> ExitCode {
             eprintln!("untorn: error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A time in seconds on the command line (clap's value parser): finite
+/// and above zero. NaN, a negative or an infinite time panicked in
+/// `Duration::from_secs_f64`, or was silently clamped.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 1e7 => Ok(s),
+        _ => Err(format!("{text:?} is not a number of seconds above 0")),
+    }
+}
+
+/// [`seconds`], where zero is allowed too (a warm-up).
+fn seconds_or_zero(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(0.0) => Ok(0.0),
+        _ => seconds(text).map_err(|_| format!("{text:?} is not a number of seconds, 0 or above")),
     }
 }
 

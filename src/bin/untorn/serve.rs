@@ -1,6 +1,7 @@
 //! `untorn serve`: a database behind the PostgreSQL wire protocol.
 
 use crate::CreationArgs;
+use clap::builder::TypedValueParser as _;
 use clap::Args;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -27,8 +28,10 @@ pub struct ServeArgs {
     /// (SCRAM-SHA-256); the UNTORN_PASSWORD environment variable also sets it.
     #[arg(long)]
     password_file: Option<PathBuf>,
-    /// Connections beyond this many are refused (SQLSTATE 53300).
-    #[arg(long, default_value_t = 100)]
+    /// Connections beyond this many are refused (SQLSTATE 53300); 1 to
+    /// 262143, PostgreSQL's range.
+    #[arg(long, default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=262_143).map(|n| n as usize))]
     max_connections: usize,
     /// Deepest nesting of operators and parentheses in one expression;
     /// deeper is refused with SQLSTATE 54001 (1 to 100000).
@@ -49,8 +52,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 0)]
     statement_timeout: u64,
     /// Longest message a client may send after start-up; a longer one
-    /// ends its connection (SQLSTATE 08P01) [default: 4MB].
-    #[arg(long, value_parser = parse_size)]
+    /// ends its connection (SQLSTATE 08P01); 1kB to 1GB [default: 4MB].
+    #[arg(long, value_parser = message_size)]
     max_message_size: Option<u64>,
     #[command(flatten)]
     creation: CreationArgs,
@@ -61,8 +64,8 @@ pub struct ServeArgs {
     /// [default: the engine's].
     #[arg(long, value_parser = parse_size)]
     max_wal_size: Option<u64>,
-    /// checkpoint_timeout in seconds [default: the engine's].
-    #[arg(long)]
+    /// checkpoint_timeout in seconds, 0.1 to 86400 [default: the engine's].
+    #[arg(long, value_parser = crate::seconds)]
     checkpoint_timeout: Option<f64>,
     /// synchronous_commit: on or off.
     #[arg(long, default_value = "on")]
@@ -88,6 +91,14 @@ pub struct ServeArgs {
     deadlock_timeout: Option<u64>,
 }
 
+/// `--max-message-size`: 0 ended every connection at its first message.
+fn message_size(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        n if (1 << 10..=1 << 30).contains(&n) => Ok(n),
+        n => Err(format!("{n} bytes is not 1kB to 1GB")),
+    }
+}
+
 fn options(a: &ServeArgs) -> untorn::Result<Options> {
     let mut o = Options {
         creation: a.creation.to_requested()?,
@@ -100,7 +111,7 @@ fn options(a: &ServeArgs) -> untorn::Result<Options> {
         o.max_wal_size = w;
     }
     if let Some(t) = a.checkpoint_timeout {
-        o.checkpoint_timeout = Duration::from_secs_f64(t.max(0.1));
+        o.checkpoint_timeout = Duration::from_secs_f64(t);
     }
     o.synchronous_commit = match a.synchronous_commit.as_str() {
         "on" => true,
@@ -171,18 +182,10 @@ fn password(a: &ServeArgs) -> untorn::Result<Option<String>> {
 }
 
 pub fn run(a: &ServeArgs) -> untorn::Result<ExitCode> {
+    // Every setting refused before the database is created: a refusal
+    // left an empty database directory behind (issue 36).
     let options = options(a)?;
-    let exists = a.dir.join(untorn::control::CONTROL_FILE_NAME).exists();
-    let db = if exists {
-        Database::open(&a.dir, options)?
-    } else {
-        Database::create(&a.dir, options)?
-    };
-    let settings = db.settings();
-    let db = Arc::new(db);
     let limits = limits(a)?;
-    let sql = SqlEngine::open_with_limits(db.clone(), limits)
-        .map_err(|e| Error::Invalid(e.to_string()))?;
     let config = ServerConfig {
         listen: a.listen,
         password: password(a)?,
@@ -191,6 +194,17 @@ pub fn run(a: &ServeArgs) -> untorn::Result<ExitCode> {
             .max_message_size
             .map_or(DEFAULT_MAX_MESSAGE_SIZE, |b| b as usize),
     };
+    config.validate()?;
+    let exists = a.dir.join(untorn::control::CONTROL_FILE_NAME).exists();
+    let db = if exists {
+        Database::open(&a.dir, options)?
+    } else {
+        Database::create(&a.dir, options)?
+    };
+    let settings = db.settings();
+    let db = Arc::new(db);
+    let sql = SqlEngine::open_with_limits(db.clone(), limits)
+        .map_err(|e| Error::Invalid(e.to_string()))?;
     let server = Server::bind(sql.clone(), &config)?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

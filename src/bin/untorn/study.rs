@@ -79,20 +79,25 @@ pub fn run(a: &StudyArgs) -> untorn::Result<ExitCode> {
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} {spinner} {msg}").expect("static template"),
     );
-    let results = study::run(s, &setup, |title, p| match p {
-        Progress::Loading { workload, .. } => {
-            bar.set_message(format!("{title}: loading {workload}"))
+    let mut lines = crate::progress::Lines::new();
+    let results = study::run(s, &setup, |title, p| {
+        let ran = matches!(p, Progress::Ran { .. });
+        match p {
+            Progress::Loading { workload, .. } => {
+                bar.set_message(format!("{title}: loading {workload}"))
+            }
+            Progress::Running {
+                workload,
+                config,
+                repeat,
+            } => bar.set_message(format!(
+                "{title}: {workload}, configuration {} (round {})",
+                config + 1,
+                repeat + 1
+            )),
+            _ => bar.tick(),
         }
-        Progress::Running {
-            workload,
-            config,
-            repeat,
-        } => bar.set_message(format!(
-            "{title}: {workload}, configuration {} (round {})",
-            config + 1,
-            repeat + 1
-        )),
-        _ => bar.tick(),
+        lines.log_bar(&bar, None, ran);
     })?;
     bar.finish_and_clear();
     println!("{}", render::text(s, &results));

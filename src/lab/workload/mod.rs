@@ -13,6 +13,7 @@
 //! - Table handles are opened once per run ([`Workload::tables`]).
 
 pub mod check;
+pub mod sql_check;
 pub mod sysbench;
 pub mod tpcb;
 

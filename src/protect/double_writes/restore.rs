@@ -98,6 +98,11 @@ pub struct RestoreCounts {
     pub restored: u64,
     /// Of those, from copies below the redo point (the manifest's).
     pub restored_below_redo: u64,
+    /// Of those, pages whose bytes were damaged (checksum, header, an
+    /// unreadable sector: torn or corrupted); the rest were missing (all
+    /// zeros, past the file's end) or good but no newer than their copy:
+    /// an in-place write the crash lost, or the same version.
+    pub restored_damaged: u64,
 }
 
 /// The plan: restores sorted by (file, block), so they go out in order.
@@ -252,6 +257,15 @@ pub fn plan_restore(
     }
     counts.restored = restores.len() as u64;
     counts.restored_below_redo = restores.iter().filter(|r| r.copy.lsn < redo_lsn).count() as u64;
+    counts.restored_damaged = restores
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.reason,
+                RestoreReason::Bad(BadPage::Checksum | BadPage::Header | BadPage::Unreadable)
+            )
+        })
+        .count() as u64;
     Ok(RestorePlan { restores, counts })
 }
 
