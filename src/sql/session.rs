@@ -10,6 +10,7 @@
 //! of their own, as PostgreSQL's COPY FREEZE: if the block then rolls
 //! back, or the load fails, the table is truncated again.
 
+use super::budget::ParseBudget;
 use super::catalog::{Catalog, TableMeta};
 use super::copy::CopyState;
 use super::ddl;
@@ -18,23 +19,23 @@ use super::exec::{self, Sink, Tx};
 use super::expr::{as_int, Ctx};
 use super::interrupt::Interrupt;
 use super::limits::Limits;
-use super::parse::{self, Planned};
 use super::plan::{InsertSource, Plan};
-use super::script;
-use super::types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
+use super::query::Prepared;
+use super::types::{codes, Outcome, SqlError, SqlType, TxStatus, Value};
 use crate::db::Database;
 use parking_lot::Mutex;
-use sqlparser::ast::Statement;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 pub struct SqlEngine {
     pub(crate) db: Arc<Database>,
-    catalog: Catalog,
+    pub(super) catalog: Catalog,
     /// DDL statements run one at a time.
     ddl: Mutex<()>,
     limits: Limits,
+    /// The text all sessions parse at once (`budget`).
+    pub(super) budget: Arc<ParseBudget>,
 }
 
 impl SqlEngine {
@@ -51,6 +52,7 @@ impl SqlEngine {
             db,
             catalog,
             ddl: Mutex::new(()),
+            budget: ParseBudget::new(limits.parse_budget),
             limits,
         }))
     }
@@ -84,37 +86,6 @@ impl SqlEngine {
     }
 }
 
-/// A parsed and planned statement, reusable.
-pub struct Prepared {
-    sql: String,
-    stmt: Option<Statement>,
-    declared: Vec<Option<SqlType>>,
-    planned: Planned,
-    version: u64,
-}
-
-impl Prepared {
-    pub fn params(&self) -> &[SqlType] {
-        &self.planned.params
-    }
-    pub fn columns(&self) -> &[Column] {
-        &self.planned.columns
-    }
-    pub fn sql(&self) -> &str {
-        &self.sql
-    }
-    /// BEGIN, COMMIT or ROLLBACK.
-    pub(super) fn is_transaction_control(&self) -> bool {
-        matches!(
-            self.planned.plan,
-            Plan::Begin | Plan::Commit | Plan::Rollback
-        )
-    }
-    pub(super) fn is_begin(&self) -> bool {
-        matches!(self.planned.plan, Plan::Begin)
-    }
-}
-
 pub(super) enum State {
     Idle,
     /// In a block; its engine transaction begins with its first read or write.
@@ -131,15 +102,15 @@ pub struct Session {
     pub(super) batched: HashSet<String>,
     pub(super) copy: Option<CopyState>,
     /// Set from other threads to stop the running statement.
-    interrupt: Arc<Interrupt>,
+    pub(super) interrupt: Arc<Interrupt>,
     /// The server's `statement_timeout` until SET changes it.
-    statement_timeout: Option<std::time::Duration>,
+    pub(super) statement_timeout: Option<std::time::Duration>,
     /// The block is an extended-protocol batch's implicit transaction
     /// (`implicit`), which Sync ends.
     pub(super) implicit: bool,
 }
 
-fn failed_block() -> SqlError {
+pub(super) fn failed_block() -> SqlError {
     SqlError::new(
         codes::IN_FAILED_SQL_TRANSACTION,
         "current transaction is aborted, commands ignored until end of transaction block",
@@ -159,137 +130,6 @@ impl Session {
             State::Block(_) => TxStatus::InBlock,
             State::Failed => TxStatus::Failed,
         }
-    }
-
-    pub fn prepare(
-        &mut self,
-        sql: &str,
-        declared: &[Option<SqlType>],
-    ) -> Result<Arc<Prepared>, SqlError> {
-        // An error in Parse fails an open block, as any error does.
-        let pieces = if parse::is_checkpoint(sql) {
-            Vec::new()
-        } else {
-            script::split(sql, &self.engine.limits).inspect_err(|e| self.fail(e))?
-        };
-        if pieces.len() > 1 {
-            return Err(SqlError::new(
-                codes::SYNTAX_ERROR,
-                "cannot insert multiple commands into a prepared statement",
-            ));
-        }
-        let stmt = match pieces.into_iter().next() {
-            Some(p) => Some(p.parse(&self.engine.limits).inspect_err(|e| self.fail(e))?),
-            None => None,
-        };
-        if matches!(self.state, State::Failed)
-            && !matches!(
-                stmt,
-                Some(Statement::Commit { .. } | Statement::Rollback { .. })
-            )
-        {
-            return Err(failed_block());
-        }
-        let planned = self.plan(sql, stmt, declared);
-        Ok(Arc::new(planned.inspect_err(|e| self.fail(e))?))
-    }
-
-    fn plan(
-        &self,
-        sql: &str,
-        stmt: Option<Statement>,
-        declared: &[Option<SqlType>],
-    ) -> Result<Prepared, SqlError> {
-        let version = self.engine.catalog.version.load(SeqCst);
-        let planned = match &stmt {
-            Some(s) => parse::plan(&self.engine.catalog, s, declared, sql, &self.engine.limits)?,
-            None if parse::is_checkpoint(sql) => Planned {
-                plan: Plan::Checkpoint,
-                params: Vec::new(),
-                columns: Vec::new(),
-            },
-            None => Planned {
-                plan: Plan::Noop("EMPTY"),
-                params: Vec::new(),
-                columns: Vec::new(),
-            },
-        };
-        Ok(Prepared {
-            sql: sql.to_string(),
-            stmt,
-            declared: declared.to_vec(),
-            planned,
-            version,
-        })
-    }
-
-    pub fn simple_query(&mut self, sql: &str) -> Vec<Result<Outcome, SqlError>> {
-        if parse::is_checkpoint(sql) {
-            let r = self
-                .plan(sql, None, &[])
-                .and_then(|p| self.execute(&p, &[]));
-            return vec![r];
-        }
-        // The whole message is parsed before any of it runs, as in
-        // PostgreSQL: a syntax error anywhere runs none of it.
-        let limits = &self.engine.limits;
-        let stmts = script::split(sql, limits).and_then(|pieces| {
-            let single = pieces.len() == 1;
-            pieces
-                .into_iter()
-                .map(|p| {
-                    let text = if single {
-                        sql.trim().to_string()
-                    } else {
-                        p.text.clone()
-                    };
-                    p.parse(limits).map(|s| (text, s))
-                })
-                .collect::<Result<Vec<_>, _>>()
-        });
-        let stmts = match stmts {
-            Ok(s) => s,
-            Err(e) => {
-                self.fail(&e);
-                return vec![Err(e)];
-            }
-        };
-        // Several statements are one implicit transaction, as in
-        // PostgreSQL (`implicit`); with a COPY among them each is its own.
-        let batch = stmts.len() > 1
-            && !stmts
-                .iter()
-                .any(|(_, s)| matches!(s, Statement::Copy { .. }));
-        let mut out = Vec::new();
-        for (text, s) in stmts {
-            let r = if matches!(self.state, State::Failed)
-                && !matches!(s, Statement::Commit { .. } | Statement::Rollback { .. })
-            {
-                Err(failed_block())
-            } else {
-                self.plan(&text, Some(s), &[]).and_then(|p| {
-                    if batch {
-                        self.execute_in_batch(&p, &[])
-                    } else {
-                        self.execute(&p, &[])
-                    }
-                })
-            };
-            let stop = matches!(r, Err(_) | Ok(Outcome::CopyIn { .. }));
-            if let Err(e) = &r {
-                self.fail(e);
-            }
-            out.push(r);
-            if stop {
-                break;
-            }
-        }
-        if batch {
-            if let Err(e) = self.sync() {
-                out.push(Err(e));
-            }
-        }
-        out
     }
 
     /// Ends a block as COMMIT does: its transaction commits (a failed
@@ -355,7 +195,7 @@ impl Session {
                 stmt.planned.plan,
                 Plan::Begin | Plan::Commit | Plan::Rollback | Plan::Noop(_) | Plan::Checkpoint
             ) {
-            replanned = self.plan(&stmt.sql, stmt.stmt.clone(), &stmt.declared)?;
+            replanned = self.replan(stmt)?;
             &replanned
         } else {
             stmt
