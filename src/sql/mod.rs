@@ -56,6 +56,7 @@ use crate::Error;
 pub(crate) fn engine_err(e: Error) -> SqlError {
     let code = match &e {
         Error::Deadlock { .. } => codes::DEADLOCK_DETECTED,
+        Error::LockWaitInterrupted { .. } => codes::QUERY_CANCELED,
         Error::DuplicateKey { .. } => codes::UNIQUE_VIOLATION,
         Error::NoSuchTable(_) => codes::UNDEFINED_TABLE,
         Error::InUse { .. } => codes::OBJECT_IN_USE,

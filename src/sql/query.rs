@@ -51,7 +51,7 @@ impl Session {
     /// budget; a wait for the budget is a statement's wait (cancel,
     /// statement_timeout).
     fn split(&self, sql: &str) -> Result<Script, SqlError> {
-        let watch = self.interrupt.watch(self.statement_timeout);
+        let watch = self.interrupt.watch(self.timeout());
         let engine = &self.engine;
         script::split(sql, engine.limits(), &engine.budget, &watch)
     }

@@ -74,6 +74,8 @@ impl SqlEngine {
             state: State::Idle,
             fresh: HashSet::new(),
             statement_timeout: self.limits.statement_timeout,
+            local_timeout: None,
+            timeout_before_block: None,
             batched: HashSet::new(),
             copy: None,
             interrupt: Arc::new(Interrupt::default()),
@@ -104,7 +106,12 @@ pub struct Session {
     /// Set from other threads to stop the running statement.
     pub(super) interrupt: Arc<Interrupt>,
     /// The server's `statement_timeout` until SET changes it.
-    pub(super) statement_timeout: Option<std::time::Duration>,
+    statement_timeout: Option<std::time::Duration>,
+    /// SET LOCAL's statement_timeout, until the block ends.
+    local_timeout: Option<Option<std::time::Duration>>,
+    /// `statement_timeout` before the block's first SET: what a rollback
+    /// of the block restores, as PostgreSQL restores a GUC at abort.
+    timeout_before_block: Option<Option<std::time::Duration>>,
     /// The block is an extended-protocol batch's implicit transaction
     /// (`implicit`), which Sync ends.
     pub(super) implicit: bool,
@@ -137,19 +144,59 @@ impl Session {
     pub(super) fn end_block(&mut self) -> Result<&'static str, SqlError> {
         self.implicit = false;
         match std::mem::replace(&mut self.state, State::Idle) {
-            State::Failed => Ok("ROLLBACK"),
+            State::Failed => {
+                self.end_settings(false);
+                Ok("ROLLBACK")
+            }
             State::Idle => Ok("COMMIT"),
             State::Block(tx) => match tx.map(|t| t.commit().map_err(engine_err)).transpose() {
                 Ok(_) => {
+                    self.end_settings(true);
                     self.batched.clear();
                     self.fresh.clear();
                     Ok("COMMIT")
                 }
                 Err(e) => {
+                    self.end_settings(false);
                     self.undo_bulk();
                     Err(e)
                 }
             },
+        }
+    }
+
+    /// The statement_timeout statements run under: SET LOCAL's in a
+    /// block, else the session's.
+    pub(super) fn timeout(&self) -> Option<std::time::Duration> {
+        self.local_timeout.unwrap_or(self.statement_timeout)
+    }
+
+    /// SET [LOCAL] statement_timeout. In a block (an implicit one too) a
+    /// rollback undoes it; SET LOCAL lasts until the block ends, and
+    /// outside one does nothing (PostgreSQL warns).
+    fn set_statement_timeout(&mut self, t: Option<std::time::Duration>, local: bool) {
+        let in_block = matches!(self.state, State::Block(_));
+        match (in_block, local) {
+            (true, true) => self.local_timeout = Some(t),
+            (true, false) => {
+                self.timeout_before_block
+                    .get_or_insert(self.statement_timeout);
+                self.statement_timeout = t;
+                self.local_timeout = None;
+            }
+            (false, true) => {}
+            (false, false) => self.statement_timeout = t,
+        }
+    }
+
+    /// A block ended: SET LOCAL's value ends, and an abort restores the
+    /// session's from before the block.
+    fn end_settings(&mut self, committed: bool) {
+        self.local_timeout = None;
+        if let Some(before) = self.timeout_before_block.take() {
+            if !committed {
+                self.statement_timeout = before;
+            }
         }
     }
 
@@ -220,7 +267,11 @@ impl Session {
             .map(|(v, t)| coerce_param(v, *t))
             .collect::<Result<Vec<_>, _>>()?;
         let interrupt = self.interrupt.clone();
-        let watch = interrupt.watch(self.statement_timeout);
+        let watch = interrupt.watch(self.timeout());
+        let stop = Stop {
+            engine: interrupt.stopper(&watch),
+            watch: &watch,
+        };
         let cx = Ctx {
             params: &params,
             now: super::timestamp::now(),
@@ -232,8 +283,8 @@ impl Session {
         match plan {
             Plan::Noop("EMPTY") => cmd(""),
             Plan::Noop(tag) => cmd(tag),
-            Plan::SetStatementTimeout(t) => {
-                self.statement_timeout = *t;
+            Plan::SetStatementTimeout { timeout, local } => {
+                self.set_statement_timeout(*timeout, *local);
                 cmd("SET")
             }
             Plan::Checkpoint => {
@@ -251,6 +302,7 @@ impl Session {
                 if let State::Block(Some(t)) = std::mem::replace(&mut self.state, State::Idle) {
                     t.abort();
                 }
+                self.end_settings(false);
                 self.undo_bulk();
                 cmd("ROLLBACK")
             }
@@ -366,7 +418,7 @@ impl Session {
                         self.batched.clear();
                     }
                 } else {
-                    self.with_tx(|tx| load(&mut Sink::Tx(tx)))?;
+                    self.with_tx(&stop, |tx| load(&mut Sink::Tx(tx)))?;
                 }
                 cmd(&format!("INSERT 0 {n}"))
             }
@@ -376,7 +428,7 @@ impl Session {
                 source: InsertSource::Values(rows),
             } => {
                 let meta = cat.get(table)?;
-                self.with_tx(|tx| {
+                self.with_tx(&stop, |tx| {
                     let mut sink = Sink::Tx(tx);
                     for r in rows {
                         cx.watch.check()?;
@@ -398,8 +450,9 @@ impl Session {
                 access,
             } => {
                 let meta = cat.get(table)?;
-                let n =
-                    self.with_tx(|tx| exec::update(tx, &meta, sets, filter.as_ref(), access, &cx))?;
+                let n = self.with_tx(&stop, |tx| {
+                    exec::update(tx, &meta, sets, filter.as_ref(), access, &cx)
+                })?;
                 cmd(&format!("UPDATE {n}"))
             }
             Plan::Delete {
@@ -408,12 +461,14 @@ impl Session {
                 access,
             } => {
                 let meta = cat.get(table)?;
-                let n = self.with_tx(|tx| exec::delete(tx, &meta, filter.as_ref(), access, &cx))?;
+                let n = self.with_tx(&stop, |tx| {
+                    exec::delete(tx, &meta, filter.as_ref(), access, &cx)
+                })?;
                 cmd(&format!("DELETE {n}"))
             }
             Plan::Select(s) => {
                 let meta = s.table.as_ref().map(|t| cat.get(t)).transpose()?;
-                let rows = self.with_tx(|tx| exec::select(tx, meta.as_deref(), s, &cx))?;
+                let rows = self.with_tx(&stop, |tx| exec::select(tx, meta.as_deref(), s, &cx))?;
                 let tag = format!("SELECT {}", rows.len());
                 Ok(Outcome::Rows {
                     columns: stmt.planned.columns.clone(),
@@ -438,21 +493,37 @@ impl Session {
     }
 
     /// Runs `f` in the block's transaction, or in one of its own committed
-    /// before returning.
+    /// before returning; a wait for a row lock in it stops as `stop` says.
     fn with_tx<T>(
         &mut self,
+        stop: &Stop<'_>,
         f: impl FnOnce(&mut Tx) -> Result<T, SqlError>,
     ) -> Result<T, SqlError> {
+        let run = |tx: &mut Tx| {
+            tx.set_stop(Some(stop.engine.clone()));
+            // A wait the interrupt ended fails as the statement's check does.
+            f(tx).map_err(|e| match e.code {
+                codes::QUERY_CANCELED => stop.watch.check().err().unwrap_or(e),
+                _ => e,
+            })
+        };
         match &mut self.state {
-            State::Block(tx) => f(tx.get_or_insert_with(|| self.engine.db.begin_shared())),
+            State::Block(tx) => run(tx.get_or_insert_with(|| self.engine.db.begin_shared())),
             _ => {
                 let mut tx = self.engine.db.begin_shared();
-                let r = f(&mut tx)?;
+                let r = run(&mut tx)?;
                 tx.commit().map_err(engine_err)?;
                 Ok(r)
             }
         }
     }
+}
+
+/// A running statement's interrupt: as the engine checks it in a wait
+/// for a row lock, and as the statement reports it.
+struct Stop<'a> {
+    engine: crate::txn::lock::Stop,
+    watch: &'a super::interrupt::Watch<'a>,
 }
 
 /// A parameter as its type needs it (text from the client is parsed).
