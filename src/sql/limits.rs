@@ -16,6 +16,8 @@
 //!   `max_statements_per_query`, is 54000 before it is parsed
 //!   (`script`); text lexically far deeper than `max_expression_depth`
 //!   is 54001 before it is parsed.
+//! - A statement's scans hold at most `max_result_rows` rows (54000):
+//!   results are built whole before they are sent.
 //! - All sessions together parse at most `parse_budget` tokens at once
 //!   (`budget`): what bounds the memory of parsing across connections.
 
@@ -32,6 +34,9 @@ pub struct Limits {
     /// Tokens of SQL text being parsed at once, server-wide (`budget`):
     /// at worst about 420 bytes each with their syntax tree.
     pub parse_budget: usize,
+    /// Most rows one statement's scan holds in memory (its result, or
+    /// the rows an UPDATE, DELETE or aggregate reads): more is 54000.
+    pub max_result_rows: usize,
     /// How long one statement may run before it is canceled (57014), as
     /// PostgreSQL's statement_timeout; `None`: as long as it takes.
     pub statement_timeout: Option<std::time::Duration>,
@@ -46,6 +51,9 @@ impl Default for Limits {
             max_statements_per_query: 10_000,
             // The longest text at once: 420 MB at worst.
             parse_budget: 1 << 20,
+            // pgbench_accounts whole at scale 100; far more than the
+            // workloads themselves read (one row, or sysbench's 100).
+            max_result_rows: 10_000_000,
             statement_timeout: None,
         }
     }

@@ -276,6 +276,7 @@ impl Session {
             params: &params,
             now: super::timestamp::now(),
             watch: &watch,
+            max_rows: self.engine.limits.max_result_rows,
         };
         let cmd = |t: &str| Ok(Outcome::Command { tag: t.to_string() });
         let eng = self.engine.clone();

@@ -280,3 +280,38 @@ fn set_in_a_block_that_rolls_back_is_undone_and_set_local_ends_with_it() {
         assert_eq!(timed_out(s), ("57014", true));
     });
 }
+
+/// A statement's rows were held in memory without a limit; past
+/// max_result_rows it is 54000 and the session goes on.
+#[test]
+fn a_scan_past_max_result_rows_is_54000() {
+    let limits = Limits {
+        max_result_rows: 5,
+        ..Limits::default()
+    };
+    on_session_stack(limits, |s| {
+        one(s, "create table t (id int primary key, v int)").unwrap();
+        one(
+            s,
+            "insert into t select x, 1 from generate_series(1, 10) as x",
+        )
+        .unwrap();
+        // A lookup by key holds one row.
+        assert_eq!(value(s, "select v from t where id = 9"), Value::Int(1));
+        for sql in [
+            "select * from t",
+            "select sum(v) from t",
+            "update t set v = 2",
+            "delete from t where v = 1",
+        ] {
+            let e = one(s, sql).unwrap_err();
+            assert_eq!(e.code, "54000", "{sql}");
+            assert!(e.message.contains("max_result_rows (5)"), "{e}");
+        }
+        // A scan holds the rows before its filter; five are not too many.
+        for id in 6..=10 {
+            one(s, &format!("delete from t where id = {id}")).unwrap();
+        }
+        assert_eq!(value(s, "select count(*) from t"), Value::Int(5));
+    });
+}

@@ -49,6 +49,11 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().parse_budget as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     parse_budget: u64,
+    /// Most rows one statement reads into memory (its result, or what an
+    /// UPDATE, DELETE or aggregate scans); more is SQLSTATE 54000.
+    #[arg(long, default_value_t = Limits::default().max_result_rows as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_result_rows: u64,
     /// statement_timeout in milliseconds, PostgreSQL's unit: a statement
     /// running longer is canceled (SQLSTATE 57014); 0: no limit.
     #[arg(long, default_value_t = 0)]
@@ -154,6 +159,7 @@ fn limits(a: &ServeArgs) -> untorn::Result<Limits> {
         max_query_length,
         max_statements_per_query: a.max_statements_per_query as usize,
         parse_budget: a.parse_budget as usize,
+        max_result_rows: a.max_result_rows as usize,
         statement_timeout: (a.statement_timeout > 0)
             .then(|| Duration::from_millis(a.statement_timeout)),
     })
