@@ -9,7 +9,7 @@
 //!
 //! CI runs a short bounded run; longer on demand (docs/RELIABILITY.md):
 //! `UNTORN_FUZZ_STATEMENTS=1000000 UNTORN_FUZZ_SEQUENCES=100000
-//! UNTORN_FUZZ_SEED=7 UNTORN_FUZZ_CLIENTS=4 cargo test --release --test
+//! UNTORN_FUZZ_SEED=7 UNTORN_FUZZ_CLIENTS=6 cargo test --release --test
 //! wire_fuzz -- --nocapture`
 
 mod common;
