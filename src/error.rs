@@ -110,6 +110,12 @@ pub enum Error {
     #[error("transaction {xid} aborted to avoid a deadlock on a row lock held by transaction {holder}; retry it")]
     Deadlock { xid: u64, holder: u64 },
 
+    /// A wait for a row lock ended because the transaction's owner asked
+    /// it to stop (a cancel, a statement timeout, a shutdown): the SQL
+    /// layer reports why.
+    #[error("transaction {xid} stopped waiting for a row lock: its statement was interrupted")]
+    LockWaitInterrupted { xid: u64 },
+
     /// An insert found its key already there (SQLSTATE 23505 to SQL).
     #[error("duplicate key {key:?} in table {table:?}")]
     DuplicateKey { table: String, key: Vec<u8> },

@@ -9,7 +9,8 @@
 //!
 //! CI runs a short bounded run; longer on demand (docs/RELIABILITY.md):
 //! `UNTORN_FUZZ_STATEMENTS=1000000 UNTORN_FUZZ_SEQUENCES=100000
-//! UNTORN_FUZZ_SEED=7 cargo test --release --test wire_fuzz -- --nocapture`
+//! UNTORN_FUZZ_SEED=7 UNTORN_FUZZ_CLIENTS=6 cargo test --release --test
+//! wire_fuzz -- --nocapture`
 
 mod common;
 
@@ -28,7 +29,7 @@ const OPS: [&str; 13] = [
     "+", "-", "*", "/", "%", "=", "<>", "<", "<=", ">", ">=", "and", "or",
 ];
 
-/// A random expression over column `v` (of table `f`) nested up to `depth`.
+/// A random expression over column `v` (of a table `f`) nested up to `depth`.
 fn expr(rng: &mut StdRng, depth: u32) -> String {
     if depth == 0 || rng.gen_ratio(1, 3) {
         return match rng.gen_range(0..7) {
@@ -62,16 +63,18 @@ fn expr(rng: &mut StdRng, depth: u32) -> String {
 }
 
 /// A random statement: the shapes the server runs, deep chains, garbage.
-fn statement(rng: &mut StdRng) -> String {
+/// `f` is the client's own table (clients share only `acc`), so one
+/// client's open block does not hold up another's.
+fn statement(rng: &mut StdRng, f: &str) -> String {
     let depth = rng.gen_range(0..6);
     let e = expr(rng, depth);
     match rng.gen_range(0..12) {
         0 => format!("select {e}"),
-        1 => format!("select v from f where {e}"),
-        2 => format!("select count(*) from f where {e}"),
-        3 => format!("update f set v = {e} where {e}"),
-        4 => format!("insert into f values ({}, {e})", rng.gen_range(0..50)),
-        5 => format!("delete from f where {e}"),
+        1 => format!("select v from {f} where {e}"),
+        2 => format!("select count(*) from {f} where {e}"),
+        3 => format!("update {f} set v = {e} where {e}"),
+        4 => format!("insert into {f} values ({}, {e})", rng.gen_range(0..50)),
+        5 => format!("delete from {f} where {e}"),
         6 => ["begin", "commit", "rollback"][rng.gen_range(0..3)].into(),
         7 => {
             let n = rng.gen_range(1..30_000);
@@ -99,24 +102,24 @@ fn statement(rng: &mut StdRng) -> String {
 }
 
 /// One Query message of one or many statements; its answer must come.
-fn query(rng: &mut StdRng, raw: &mut Raw) -> usize {
+fn query(rng: &mut StdRng, raw: &mut Raw, f: &str) -> usize {
     let n = if rng.gen_ratio(1, 10) {
         rng.gen_range(2..200)
     } else {
         1
     };
-    let text: Vec<String> = (0..n).map(|_| statement(rng)).collect();
+    let text: Vec<String> = (0..n).map(|_| statement(rng, f)).collect();
     raw.query(&text.join("; "));
     n
 }
 
 /// One random sequence of extended-protocol messages, ended by Sync.
-fn sequence(rng: &mut StdRng, raw: &mut Raw) {
+fn sequence(rng: &mut StdRng, raw: &mut Raw, f: &str) {
     let names = ["", "a", "b"];
     for _ in 0..rng.gen_range(1..8) {
         let name = names[rng.gen_range(0..names.len())];
         match rng.gen_range(0..7) {
-            0 | 1 => raw.parse(name, &statement(rng)),
+            0 | 1 => raw.parse(name, &statement(rng, f)),
             2 | 3 => {
                 let params: Vec<String> = (0..rng.gen_range(0..3))
                     .map(|_| rng.gen_range(-3i32..3).to_string())
@@ -152,27 +155,20 @@ fn connect(port: u16) -> Raw {
     Raw::connect(port)
 }
 
-#[test]
-fn random_sql_and_message_sequences_leave_the_server_serving() {
-    let statements = setting("UNTORN_FUZZ_STATEMENTS", 400);
-    let sequences = setting("UNTORN_FUZZ_SEQUENCES", 200);
-    let seed = setting("UNTORN_FUZZ_SEED", 35);
-    println!("wire_fuzz: seed {seed}, {statements} statements, {sequences} sequences");
-    let serve = Serve::start(&["--max-connections", "4", "--statement-timeout", "2000"]);
-    let port = serve.port;
-    psql(port, "create table f (id int primary key, v int)");
-    psql(port, "create table acc (aid int primary key, bal int)");
-    psql(port, "insert into acc values (1, 100), (2, 100)");
+/// One client's share of the run: `statements` statements and
+/// `sequences` sequences on its own connection (a new one after each that
+/// ends), from its own seed. Returns what it sent.
+fn client(port: u16, seed: u64, f: &str, statements: u64, sequences: u64) -> (u64, u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut raw = Raw::connect(port);
+    let mut raw = connect(port);
     let (mut sent, mut done) = (0u64, 0u64);
     while sent < statements || done < sequences {
         let started = std::time::Instant::now();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if sent < statements && (done >= sequences || rng.gen_bool(0.5)) {
-                query(&mut rng, &mut raw) as u64
+                query(&mut rng, &mut raw, f) as u64
             } else {
-                sequence(&mut rng, &mut raw);
+                sequence(&mut rng, &mut raw, f);
                 0
             }
         }));
@@ -195,12 +191,61 @@ fn random_sql_and_message_sequences_leave_the_server_serving() {
             }
         }
     }
-    drop(raw);
-    // No slot was leaked: all four are free again (once the ended
+    (sent, done)
+}
+
+#[test]
+fn random_sql_and_message_sequences_leave_the_server_serving() {
+    let statements = setting("UNTORN_FUZZ_STATEMENTS", 400);
+    let sequences = setting("UNTORN_FUZZ_SEQUENCES", 200);
+    let seed = setting("UNTORN_FUZZ_SEED", 35);
+    // Clients in parallel, each with its share and a seed of its own
+    // (seed * 1000 + its number): a long run in less time.
+    let clients = setting("UNTORN_FUZZ_CLIENTS", 2).max(1);
+    println!(
+        "wire_fuzz: seed {seed}, {statements} statements, {sequences} sequences, \
+         {clients} clients"
+    );
+    let started = std::time::Instant::now();
+    // Three slots more than the clients: psql, and a client's connection
+    // that ended while its slot is being given back.
+    let slots = clients + 3;
+    let serve = Serve::start(&[
+        "--max-connections",
+        &slots.to_string(),
+        "--statement-timeout",
+        "2000",
+    ]);
+    let port = serve.port;
+    psql(port, "create table acc (aid int primary key, bal int)");
+    psql(port, "insert into acc values (1, 100), (2, 100)");
+    let share = |total: u64, i: u64| total / clients + u64::from(i < total % clients);
+    let threads: Vec<_> = (0..clients)
+        .map(|i| {
+            let (st, sq) = (share(statements, i), share(sequences, i));
+            let f = format!("f{i}");
+            psql(
+                port,
+                &format!("create table {f} (id int primary key, v int)"),
+            );
+            std::thread::spawn(move || client(port, seed * 1000 + i, &f, st, sq))
+        })
+        .collect();
+    let (mut sent, mut done) = (0u64, 0u64);
+    for t in threads {
+        let (s, d) = t.join().expect("a client failed");
+        sent += s;
+        done += d;
+    }
+    // No slot was leaked: all are free again (once the ended
     // connections' threads are gone), and the transfers kept the sum.
-    let four: Vec<Raw> = (0..4).map(|_| connect(port)).collect();
-    drop(four);
+    let all: Vec<Raw> = (0..slots).map(|_| connect(port)).collect();
+    drop(all);
     assert_eq!(psql(port, "select sum(bal) from acc"), "200", "seed {seed}");
     assert!(serve.stop().success(), "seed {seed}");
-    println!("wire_fuzz: seed {seed}: {sent} statements, {done} sequences, no failure");
+    println!(
+        "wire_fuzz: seed {seed}: {sent} statements, {done} sequences, {clients} clients, \
+         {:.0} s, no failure",
+        started.elapsed().as_secs_f64()
+    );
 }

@@ -112,7 +112,8 @@ pub struct Server {
 const ACCEPT_POLL: Duration = Duration::from_millis(5);
 
 /// How long a stop waits for connections to end: their statements check
-/// for it per row, so only a wait outside them (a row lock) takes longer.
+/// for it per row and while they wait for a row lock or the parse
+/// budget, so only a stuck thread takes longer.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 impl Server {

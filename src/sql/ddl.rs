@@ -77,6 +77,8 @@ fn rebuild(db: &Database, old: &TableMeta, def: TableDef) -> Result<TableMeta, S
         params: &[],
         now: 0,
         watch: &UNWATCHED,
+        // DDL copies a table in batches, holding none of it whole.
+        max_rows: usize::MAX,
     };
     let mut reader = db.begin_shared();
     let mut sink = Sink::batched(db, &new);
@@ -157,6 +159,8 @@ pub fn create_index(
         params: &[],
         now: 0,
         watch: &UNWATCHED,
+        // DDL copies a table in batches, holding none of it whole.
+        max_rows: usize::MAX,
     };
     let mut reader = db.begin_shared();
     let built = (|| {

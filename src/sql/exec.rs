@@ -261,6 +261,16 @@ pub fn candidates(
                 start.push(0);
             }
             out.extend(chunk.into_iter().map(|(k, v)| (k, want_rows.then_some(v))));
+            // What a statement reads is held whole until it ends.
+            if out.len() > cx.max_rows {
+                return Err(SqlError::new(
+                    codes::PROGRAM_LIMIT_EXCEEDED,
+                    format!(
+                        "statement reads more than max_result_rows ({}) rows, all held in memory",
+                        cx.max_rows
+                    ),
+                ));
+            }
             if n < SCAN_CHUNK {
                 return Ok(());
             }

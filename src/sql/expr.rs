@@ -290,6 +290,8 @@ pub struct Ctx<'a> {
     pub now: i64,
     /// Whether the statement must stop; its loops check it per row.
     pub watch: &'a Watch<'a>,
+    /// Most rows a scan of the statement may hold (`max_result_rows`).
+    pub max_rows: usize,
 }
 
 fn out_of_range() -> SqlError {

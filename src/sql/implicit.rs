@@ -9,7 +9,8 @@
 //! Sync leaves open; COMMIT or ROLLBACK inside it ends it early. A client
 //! gone before Sync (or a closed connection at any time) rolls back.
 
-use super::session::{Prepared, Session, State};
+use super::query::Prepared;
+use super::session::{Session, State};
 use super::types::{codes, Outcome, SqlError, Value};
 
 impl Session {

@@ -4,12 +4,16 @@
 //! Rules: a session owns one `Interrupt`; other threads hold it in an Arc
 //! and only set it. A statement's executor loops call `Watch::check` for
 //! each row (and each chunk of a scan), so a statement stops within one
-//! row's work of being told. A cancel that arrives between statements is
-//! dropped when the next one starts, as PostgreSQL drops it; a shutdown
-//! stops every statement after it.
+//! row's work of being told. A wait for a row lock looks at it every
+//! 10 ms (`Interrupt::stopper`), and so does a wait for the parse budget.
+//! A cancel that arrives between statements is dropped when the next one
+//! starts, as PostgreSQL drops it; a shutdown stops every statement after
+//! it.
 
 use super::types::{codes, SqlError};
+use crate::txn::lock::Stop;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const RUNNING: u8 = 0;
@@ -44,6 +48,18 @@ impl Interrupt {
             interrupt: Some(self),
             deadline: timeout.map(|t| Instant::now() + t),
         }
+    }
+}
+
+impl Interrupt {
+    /// What the engine checks while the statement `watch` watches waits
+    /// for a row lock: whether it must stop (the error is `watch`'s).
+    pub(super) fn stopper(self: &Arc<Self>, watch: &Watch) -> Stop {
+        let (interrupt, deadline) = (self.clone(), watch.deadline);
+        Arc::new(move || {
+            interrupt.state.load(Ordering::Relaxed) != RUNNING
+                || deadline.is_some_and(|d| Instant::now() >= d)
+        })
     }
 }
 

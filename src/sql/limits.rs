@@ -14,7 +14,12 @@
 //!   exactly that stack).
 //! - Text over `max_query_length` bytes, or with more statements than
 //!   `max_statements_per_query`, is 54000 before it is parsed
-//!   (`script`).
+//!   (`script`); text lexically far deeper than `max_expression_depth`
+//!   is 54001 before it is parsed.
+//! - A statement's scans hold at most `max_result_rows` rows (54000):
+//!   results are built whole before they are sent.
+//! - All sessions together parse at most `parse_budget` tokens at once
+//!   (`budget`): what bounds the memory of parsing across connections.
 
 use super::types::{codes, SqlError};
 
@@ -26,6 +31,12 @@ pub struct Limits {
     pub max_query_length: usize,
     /// Most statements in one Query message.
     pub max_statements_per_query: usize,
+    /// Tokens of SQL text being parsed at once, server-wide (`budget`):
+    /// at worst about 420 bytes each with their syntax tree.
+    pub parse_budget: usize,
+    /// Most rows one statement's scan holds in memory (its result, or
+    /// the rows an UPDATE, DELETE or aggregate reads): more is 54000.
+    pub max_result_rows: usize,
     /// How long one statement may run before it is canceled (57014), as
     /// PostgreSQL's statement_timeout; `None`: as long as it takes.
     pub statement_timeout: Option<std::time::Duration>,
@@ -38,6 +49,11 @@ impl Default for Limits {
             // sysbench's bulk INSERTs are 0.5 MB.
             max_query_length: 1 << 20,
             max_statements_per_query: 10_000,
+            // The longest text at once: 420 MB at worst.
+            parse_budget: 1 << 20,
+            // pgbench_accounts whole at scale 100; far more than the
+            // workloads themselves read (one row, or sysbench's 100).
+            max_result_rows: 10_000_000,
             statement_timeout: None,
         }
     }
@@ -59,6 +75,15 @@ impl Limits {
         STACK_BASE_BYTES
             + self.max_expression_depth * STACK_BYTES_PER_LEVEL
             + self.max_query_length * STACK_BYTES_PER_TEXT_BYTE
+    }
+
+    /// The lexical depth (`script`) past which a statement is 54001
+    /// before it is parsed: four times the limit, as a statement's
+    /// keywords and comparisons count though they may not nest (the
+    /// 69 KB OR of 5,000 terms counts 10,000), and a margin for a small
+    /// limit. A tree nests no deeper than this, whatever the text.
+    pub(super) fn lexical_depth_bound(&self) -> usize {
+        4 * self.max_expression_depth + 100
     }
 
     /// 54001 for an expression nested deeper than the limit.

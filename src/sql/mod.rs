@@ -3,6 +3,8 @@
 //! sysbench send (docs/ARCHITECTURE.md, "SQL").
 //!
 //! - `script`: one message's text split into statements, within limits;
+//!   `budget`: the text all sessions parse at once; `query`: text to
+//!   planned statements (Query, Parse, a replan);
 //! - `parse`: the pre-parse shim, statement dispatch and DML mapped onto
 //!   plans; `parse_ddl`, `parse_select`: DDL and SELECT mapped onto plans;
 //! - `plan`, `expr`: plans, access paths, expressions;
@@ -16,6 +18,7 @@
 //! - `copy`: COPY FROM STDIN, its text decoder and a session's COPY state;
 //! - `timestamp`: the `timestamp` type's text form and the clock.
 
+mod budget;
 mod catalog;
 mod copy;
 mod ddl;
@@ -28,6 +31,7 @@ mod parse;
 mod parse_ddl;
 mod parse_select;
 mod plan;
+mod query;
 mod row;
 mod script;
 mod session;
@@ -42,7 +46,8 @@ pub mod types;
 
 pub use interrupt::Interrupt;
 pub use limits::Limits;
-pub use session::{Prepared, Session, SqlEngine};
+pub use query::Prepared;
+pub use session::{Session, SqlEngine};
 pub use types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
 
 use crate::Error;
@@ -51,6 +56,7 @@ use crate::Error;
 pub(crate) fn engine_err(e: Error) -> SqlError {
     let code = match &e {
         Error::Deadlock { .. } => codes::DEADLOCK_DETECTED,
+        Error::LockWaitInterrupted { .. } => codes::QUERY_CANCELED,
         Error::DuplicateKey { .. } => codes::UNIQUE_VIOLATION,
         Error::NoSuchTable(_) => codes::UNDEFINED_TABLE,
         Error::InUse { .. } => codes::OBJECT_IN_USE,

@@ -71,12 +71,16 @@ pub fn plan(
         Statement::Vacuum(_) => Plan::Noop("VACUUM"),
         Statement::Analyze(_) => Plan::Noop("ANALYZE"),
         Statement::Set(ast::Set::SingleAssignment {
-            scope: None | Some(ast::ContextModifier::Session),
+            scope:
+                scope @ (None | Some(ast::ContextModifier::Session) | Some(ast::ContextModifier::Local)),
             hivevar: false,
             variable,
             values,
         }) if object_name(variable, sql)? == "statement_timeout" && values.len() == 1 => {
-            Plan::SetStatementTimeout(timeout(&values[0], sql)?)
+            Plan::SetStatementTimeout {
+                timeout: timeout(&values[0], sql)?,
+                local: *scope == Some(ast::ContextModifier::Local),
+            }
         }
         Statement::CreateTable(ct) => create_table(ct, sql, limits)?,
         Statement::Drop {

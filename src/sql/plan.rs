@@ -15,8 +15,11 @@ pub enum Plan {
     /// CHECKPOINT: a checkpoint now, durable when it returns.
     Checkpoint,
     /// SET statement_timeout: the session's from its next statement
-    /// (`None`: no limit).
-    SetStatementTimeout(Option<std::time::Duration>),
+    /// (`None`: no limit); `local`: SET LOCAL, until the block ends.
+    SetStatementTimeout {
+        timeout: Option<std::time::Duration>,
+        local: bool,
+    },
     CreateTable {
         name: String,
         columns: Vec<ColumnDef>,

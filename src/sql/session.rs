@@ -10,6 +10,7 @@
 //! of their own, as PostgreSQL's COPY FREEZE: if the block then rolls
 //! back, or the load fails, the table is truncated again.
 
+use super::budget::ParseBudget;
 use super::catalog::{Catalog, TableMeta};
 use super::copy::CopyState;
 use super::ddl;
@@ -18,23 +19,23 @@ use super::exec::{self, Sink, Tx};
 use super::expr::{as_int, Ctx};
 use super::interrupt::Interrupt;
 use super::limits::Limits;
-use super::parse::{self, Planned};
 use super::plan::{InsertSource, Plan};
-use super::script;
-use super::types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
+use super::query::Prepared;
+use super::types::{codes, Outcome, SqlError, SqlType, TxStatus, Value};
 use crate::db::Database;
 use parking_lot::Mutex;
-use sqlparser::ast::Statement;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 pub struct SqlEngine {
     pub(crate) db: Arc<Database>,
-    catalog: Catalog,
+    pub(super) catalog: Catalog,
     /// DDL statements run one at a time.
     ddl: Mutex<()>,
     limits: Limits,
+    /// The text all sessions parse at once (`budget`).
+    pub(super) budget: Arc<ParseBudget>,
 }
 
 impl SqlEngine {
@@ -51,6 +52,7 @@ impl SqlEngine {
             db,
             catalog,
             ddl: Mutex::new(()),
+            budget: ParseBudget::new(limits.parse_budget),
             limits,
         }))
     }
@@ -64,11 +66,13 @@ impl SqlEngine {
     /// if `db` has no SQL catalog. `untorn check` queries through it.
     pub fn open_existing(db: Arc<Database>) -> Result<Option<Arc<SqlEngine>>, SqlError> {
         Ok(Catalog::open_existing(&db)?.map(|catalog| {
+            let limits = Limits::default();
             Arc::new(SqlEngine {
                 db,
                 catalog,
                 ddl: Mutex::new(()),
-                limits: Limits::default(),
+                budget: ParseBudget::new(limits.parse_budget),
+                limits,
             })
         }))
     }
@@ -84,6 +88,8 @@ impl SqlEngine {
             state: State::Idle,
             fresh: HashSet::new(),
             statement_timeout: self.limits.statement_timeout,
+            local_timeout: None,
+            timeout_before_block: None,
             batched: HashSet::new(),
             copy: None,
             interrupt: Arc::new(Interrupt::default()),
@@ -93,37 +99,6 @@ impl SqlEngine {
 
     pub fn database(&self) -> &Database {
         &self.db
-    }
-}
-
-/// A parsed and planned statement, reusable.
-pub struct Prepared {
-    sql: String,
-    stmt: Option<Statement>,
-    declared: Vec<Option<SqlType>>,
-    planned: Planned,
-    version: u64,
-}
-
-impl Prepared {
-    pub fn params(&self) -> &[SqlType] {
-        &self.planned.params
-    }
-    pub fn columns(&self) -> &[Column] {
-        &self.planned.columns
-    }
-    pub fn sql(&self) -> &str {
-        &self.sql
-    }
-    /// BEGIN, COMMIT or ROLLBACK.
-    pub(super) fn is_transaction_control(&self) -> bool {
-        matches!(
-            self.planned.plan,
-            Plan::Begin | Plan::Commit | Plan::Rollback
-        )
-    }
-    pub(super) fn is_begin(&self) -> bool {
-        matches!(self.planned.plan, Plan::Begin)
     }
 }
 
@@ -143,15 +118,20 @@ pub struct Session {
     pub(super) batched: HashSet<String>,
     pub(super) copy: Option<CopyState>,
     /// Set from other threads to stop the running statement.
-    interrupt: Arc<Interrupt>,
+    pub(super) interrupt: Arc<Interrupt>,
     /// The server's `statement_timeout` until SET changes it.
     statement_timeout: Option<std::time::Duration>,
+    /// SET LOCAL's statement_timeout, until the block ends.
+    local_timeout: Option<Option<std::time::Duration>>,
+    /// `statement_timeout` before the block's first SET: what a rollback
+    /// of the block restores, as PostgreSQL restores a GUC at abort.
+    timeout_before_block: Option<Option<std::time::Duration>>,
     /// The block is an extended-protocol batch's implicit transaction
     /// (`implicit`), which Sync ends.
     pub(super) implicit: bool,
 }
 
-fn failed_block() -> SqlError {
+pub(super) fn failed_block() -> SqlError {
     SqlError::new(
         codes::IN_FAILED_SQL_TRANSACTION,
         "current transaction is aborted, commands ignored until end of transaction block",
@@ -173,155 +153,64 @@ impl Session {
         }
     }
 
-    pub fn prepare(
-        &mut self,
-        sql: &str,
-        declared: &[Option<SqlType>],
-    ) -> Result<Arc<Prepared>, SqlError> {
-        // An error in Parse fails an open block, as any error does.
-        let pieces = if parse::is_checkpoint(sql) {
-            Vec::new()
-        } else {
-            script::split(sql, &self.engine.limits).inspect_err(|e| self.fail(e))?
-        };
-        if pieces.len() > 1 {
-            return Err(SqlError::new(
-                codes::SYNTAX_ERROR,
-                "cannot insert multiple commands into a prepared statement",
-            ));
-        }
-        let stmt = match pieces.into_iter().next() {
-            Some(p) => Some(p.parse(&self.engine.limits).inspect_err(|e| self.fail(e))?),
-            None => None,
-        };
-        if matches!(self.state, State::Failed)
-            && !matches!(
-                stmt,
-                Some(Statement::Commit { .. } | Statement::Rollback { .. })
-            )
-        {
-            return Err(failed_block());
-        }
-        let planned = self.plan(sql, stmt, declared);
-        Ok(Arc::new(planned.inspect_err(|e| self.fail(e))?))
-    }
-
-    fn plan(
-        &self,
-        sql: &str,
-        stmt: Option<Statement>,
-        declared: &[Option<SqlType>],
-    ) -> Result<Prepared, SqlError> {
-        let version = self.engine.catalog.version.load(SeqCst);
-        let planned = match &stmt {
-            Some(s) => parse::plan(&self.engine.catalog, s, declared, sql, &self.engine.limits)?,
-            None if parse::is_checkpoint(sql) => Planned {
-                plan: Plan::Checkpoint,
-                params: Vec::new(),
-                columns: Vec::new(),
-            },
-            None => Planned {
-                plan: Plan::Noop("EMPTY"),
-                params: Vec::new(),
-                columns: Vec::new(),
-            },
-        };
-        Ok(Prepared {
-            sql: sql.to_string(),
-            stmt,
-            declared: declared.to_vec(),
-            planned,
-            version,
-        })
-    }
-
-    pub fn simple_query(&mut self, sql: &str) -> Vec<Result<Outcome, SqlError>> {
-        if parse::is_checkpoint(sql) {
-            let r = self
-                .plan(sql, None, &[])
-                .and_then(|p| self.execute(&p, &[]));
-            return vec![r];
-        }
-        // The whole message is parsed before any of it runs, as in
-        // PostgreSQL: a syntax error anywhere runs none of it.
-        let limits = &self.engine.limits;
-        let stmts = script::split(sql, limits).and_then(|pieces| {
-            let single = pieces.len() == 1;
-            pieces
-                .into_iter()
-                .map(|p| {
-                    let text = if single {
-                        sql.trim().to_string()
-                    } else {
-                        p.text.clone()
-                    };
-                    p.parse(limits).map(|s| (text, s))
-                })
-                .collect::<Result<Vec<_>, _>>()
-        });
-        let stmts = match stmts {
-            Ok(s) => s,
-            Err(e) => {
-                self.fail(&e);
-                return vec![Err(e)];
-            }
-        };
-        // Several statements are one implicit transaction, as in
-        // PostgreSQL (`implicit`); with a COPY among them each is its own.
-        let batch = stmts.len() > 1
-            && !stmts
-                .iter()
-                .any(|(_, s)| matches!(s, Statement::Copy { .. }));
-        let mut out = Vec::new();
-        for (text, s) in stmts {
-            let r = if matches!(self.state, State::Failed)
-                && !matches!(s, Statement::Commit { .. } | Statement::Rollback { .. })
-            {
-                Err(failed_block())
-            } else {
-                self.plan(&text, Some(s), &[]).and_then(|p| {
-                    if batch {
-                        self.execute_in_batch(&p, &[])
-                    } else {
-                        self.execute(&p, &[])
-                    }
-                })
-            };
-            let stop = matches!(r, Err(_) | Ok(Outcome::CopyIn { .. }));
-            if let Err(e) = &r {
-                self.fail(e);
-            }
-            out.push(r);
-            if stop {
-                break;
-            }
-        }
-        if batch {
-            if let Err(e) = self.sync() {
-                out.push(Err(e));
-            }
-        }
-        out
-    }
-
     /// Ends a block as COMMIT does: its transaction commits (a failed
     /// one is rolled back already); the tag says which.
     pub(super) fn end_block(&mut self) -> Result<&'static str, SqlError> {
         self.implicit = false;
         match std::mem::replace(&mut self.state, State::Idle) {
-            State::Failed => Ok("ROLLBACK"),
+            State::Failed => {
+                self.end_settings(false);
+                Ok("ROLLBACK")
+            }
             State::Idle => Ok("COMMIT"),
             State::Block(tx) => match tx.map(|t| t.commit().map_err(engine_err)).transpose() {
                 Ok(_) => {
+                    self.end_settings(true);
                     self.batched.clear();
                     self.fresh.clear();
                     Ok("COMMIT")
                 }
                 Err(e) => {
+                    self.end_settings(false);
                     self.undo_bulk();
                     Err(e)
                 }
             },
+        }
+    }
+
+    /// The statement_timeout statements run under: SET LOCAL's in a
+    /// block, else the session's.
+    pub(super) fn timeout(&self) -> Option<std::time::Duration> {
+        self.local_timeout.unwrap_or(self.statement_timeout)
+    }
+
+    /// SET [LOCAL] statement_timeout. In a block (an implicit one too) a
+    /// rollback undoes it; SET LOCAL lasts until the block ends, and
+    /// outside one does nothing (PostgreSQL warns).
+    fn set_statement_timeout(&mut self, t: Option<std::time::Duration>, local: bool) {
+        let in_block = matches!(self.state, State::Block(_));
+        match (in_block, local) {
+            (true, true) => self.local_timeout = Some(t),
+            (true, false) => {
+                self.timeout_before_block
+                    .get_or_insert(self.statement_timeout);
+                self.statement_timeout = t;
+                self.local_timeout = None;
+            }
+            (false, true) => {}
+            (false, false) => self.statement_timeout = t,
+        }
+    }
+
+    /// A block ended: SET LOCAL's value ends, and an abort restores the
+    /// session's from before the block.
+    fn end_settings(&mut self, committed: bool) {
+        self.local_timeout = None;
+        if let Some(before) = self.timeout_before_block.take() {
+            if !committed {
+                self.statement_timeout = before;
+            }
         }
     }
 
@@ -367,7 +256,7 @@ impl Session {
                 stmt.planned.plan,
                 Plan::Begin | Plan::Commit | Plan::Rollback | Plan::Noop(_) | Plan::Checkpoint
             ) {
-            replanned = self.plan(&stmt.sql, stmt.stmt.clone(), &stmt.declared)?;
+            replanned = self.replan(stmt)?;
             &replanned
         } else {
             stmt
@@ -392,11 +281,16 @@ impl Session {
             .map(|(v, t)| coerce_param(v, *t))
             .collect::<Result<Vec<_>, _>>()?;
         let interrupt = self.interrupt.clone();
-        let watch = interrupt.watch(self.statement_timeout);
+        let watch = interrupt.watch(self.timeout());
+        let stop = Stop {
+            engine: interrupt.stopper(&watch),
+            watch: &watch,
+        };
         let cx = Ctx {
             params: &params,
             now: super::timestamp::now(),
             watch: &watch,
+            max_rows: self.engine.limits.max_result_rows,
         };
         let cmd = |t: &str| Ok(Outcome::Command { tag: t.to_string() });
         let eng = self.engine.clone();
@@ -404,8 +298,8 @@ impl Session {
         match plan {
             Plan::Noop("EMPTY") => cmd(""),
             Plan::Noop(tag) => cmd(tag),
-            Plan::SetStatementTimeout(t) => {
-                self.statement_timeout = *t;
+            Plan::SetStatementTimeout { timeout, local } => {
+                self.set_statement_timeout(*timeout, *local);
                 cmd("SET")
             }
             Plan::Checkpoint => {
@@ -423,6 +317,7 @@ impl Session {
                 if let State::Block(Some(t)) = std::mem::replace(&mut self.state, State::Idle) {
                     t.abort();
                 }
+                self.end_settings(false);
                 self.undo_bulk();
                 cmd("ROLLBACK")
             }
@@ -538,7 +433,7 @@ impl Session {
                         self.batched.clear();
                     }
                 } else {
-                    self.with_tx(|tx| load(&mut Sink::Tx(tx)))?;
+                    self.with_tx(&stop, |tx| load(&mut Sink::Tx(tx)))?;
                 }
                 cmd(&format!("INSERT 0 {n}"))
             }
@@ -548,7 +443,7 @@ impl Session {
                 source: InsertSource::Values(rows),
             } => {
                 let meta = cat.get(table)?;
-                self.with_tx(|tx| {
+                self.with_tx(&stop, |tx| {
                     let mut sink = Sink::Tx(tx);
                     for r in rows {
                         cx.watch.check()?;
@@ -570,8 +465,9 @@ impl Session {
                 access,
             } => {
                 let meta = cat.get(table)?;
-                let n =
-                    self.with_tx(|tx| exec::update(tx, &meta, sets, filter.as_ref(), access, &cx))?;
+                let n = self.with_tx(&stop, |tx| {
+                    exec::update(tx, &meta, sets, filter.as_ref(), access, &cx)
+                })?;
                 cmd(&format!("UPDATE {n}"))
             }
             Plan::Delete {
@@ -580,12 +476,14 @@ impl Session {
                 access,
             } => {
                 let meta = cat.get(table)?;
-                let n = self.with_tx(|tx| exec::delete(tx, &meta, filter.as_ref(), access, &cx))?;
+                let n = self.with_tx(&stop, |tx| {
+                    exec::delete(tx, &meta, filter.as_ref(), access, &cx)
+                })?;
                 cmd(&format!("DELETE {n}"))
             }
             Plan::Select(s) => {
                 let meta = s.table.as_ref().map(|t| cat.get(t)).transpose()?;
-                let rows = self.with_tx(|tx| exec::select(tx, meta.as_deref(), s, &cx))?;
+                let rows = self.with_tx(&stop, |tx| exec::select(tx, meta.as_deref(), s, &cx))?;
                 let tag = format!("SELECT {}", rows.len());
                 Ok(Outcome::Rows {
                     columns: stmt.planned.columns.clone(),
@@ -610,21 +508,37 @@ impl Session {
     }
 
     /// Runs `f` in the block's transaction, or in one of its own committed
-    /// before returning.
+    /// before returning; a wait for a row lock in it stops as `stop` says.
     fn with_tx<T>(
         &mut self,
+        stop: &Stop<'_>,
         f: impl FnOnce(&mut Tx) -> Result<T, SqlError>,
     ) -> Result<T, SqlError> {
+        let run = |tx: &mut Tx| {
+            tx.set_stop(Some(stop.engine.clone()));
+            // A wait the interrupt ended fails as the statement's check does.
+            f(tx).map_err(|e| match e.code {
+                codes::QUERY_CANCELED => stop.watch.check().err().unwrap_or(e),
+                _ => e,
+            })
+        };
         match &mut self.state {
-            State::Block(tx) => f(tx.get_or_insert_with(|| self.engine.db.begin_shared())),
+            State::Block(tx) => run(tx.get_or_insert_with(|| self.engine.db.begin_shared())),
             _ => {
                 let mut tx = self.engine.db.begin_shared();
-                let r = f(&mut tx)?;
+                let r = run(&mut tx)?;
                 tx.commit().map_err(engine_err)?;
                 Ok(r)
             }
         }
     }
+}
+
+/// A running statement's interrupt: as the engine checks it in a wait
+/// for a row lock, and as the statement reports it.
+struct Stop<'a> {
+    engine: crate::txn::lock::Stop,
+    watch: &'a super::interrupt::Watch<'a>,
 }
 
 /// A parameter as its type needs it (text from the client is parsed).

@@ -285,3 +285,39 @@ fn int_of(v: &Value) -> i64 {
         v => panic!("{v:?}"),
     }
 }
+
+/// A wait for a row lock ignored statement_timeout and CancelRequest
+/// (only the server's 10 s shutdown bound ended it); now both end it
+/// with 57014, and the holder keeps its lock and its write.
+#[test]
+fn statement_timeout_and_a_cancel_end_a_wait_for_a_row_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let (mut holder, mut waiter) = (engine.session(), engine.session());
+    ok(&mut holder, "create table t (id int primary key, v int)");
+    ok(&mut holder, "insert into t values (1, 0)");
+    ok(&mut holder, "begin");
+    ok(&mut holder, "update t set v = 1 where id = 1");
+    ok(&mut waiter, "set statement_timeout = 100");
+    let e = run(&mut waiter, "update t set v = 2 where id = 1").unwrap_err();
+    assert_eq!(e.code, codes::QUERY_CANCELED);
+    assert!(e.message.contains("statement timeout"), "{e}");
+    ok(&mut waiter, "set statement_timeout = 0");
+    // A cancel between statements is dropped: sent until the wait ends.
+    let interrupt = waiter.interrupt();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = done.clone();
+    let canceler = std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            interrupt.cancel();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let e = run(&mut waiter, "delete from t where id = 1").unwrap_err();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    canceler.join().unwrap();
+    assert_eq!(e.code, codes::QUERY_CANCELED);
+    assert!(e.message.contains("user request"), "{e}");
+    ok(&mut holder, "commit");
+    assert_eq!(int(&mut waiter, "select v from t where id = 1"), 1);
+}

@@ -234,3 +234,84 @@ fn an_error_quotes_at_most_a_kilobyte_of_the_statement() {
         assert!(e.message.ends_with("bytes more)"), "{}", &e.message[..100]);
     });
 }
+
+/// SET stayed in force after its block rolled back; PostgreSQL restores
+/// the setting at abort, and SET LOCAL's ends with its block.
+#[test]
+fn set_in_a_block_that_rolls_back_is_undone_and_set_local_ends_with_it() {
+    on_session_stack(Limits::default(), |s| {
+        one(s, "create table big (id int primary key)").unwrap();
+        one(s, "set statement_timeout = 200").unwrap();
+        let timed_out = |s: &mut Session| {
+            let e = one(s, ENDLESS_LOAD).unwrap_err();
+            (e.code, e.message.contains("statement timeout"))
+        };
+        for undo in ["rollback", "select 1/0"] {
+            one(s, "begin").unwrap();
+            one(s, "set statement_timeout = 0").unwrap();
+            let _ = one(s, undo);
+            if s.status() != TxStatus::Idle {
+                one(s, "rollback").unwrap();
+            }
+            assert_eq!(timed_out(s), ("57014", true), "after {undo}");
+        }
+        // An implicit transaction (a Query of several) that fails too.
+        let r = s.simple_query("set statement_timeout = 0; select 1/0");
+        assert_eq!(r[1].as_ref().unwrap_err().code, "22012");
+        assert_eq!(timed_out(s), ("57014", true));
+        // SET LOCAL lasts until its block commits; outside one it does nothing.
+        one(s, "begin").unwrap();
+        one(s, "set local statement_timeout = 0").unwrap();
+        one(s, "commit").unwrap();
+        one(s, "set local statement_timeout = 0").unwrap();
+        assert_eq!(timed_out(s), ("57014", true));
+        // A SET that commits stays.
+        one(s, "set statement_timeout = 0").unwrap();
+        one(s, "begin").unwrap();
+        one(s, "set local statement_timeout = 100").unwrap();
+        // Truncated in the block, the load goes in batches, not into the
+        // block's write set (which would fill first, 54000).
+        one(s, "truncate big").unwrap();
+        assert_eq!(timed_out(s), ("57014", true));
+        one(s, "rollback").unwrap();
+        one(s, "begin").unwrap();
+        one(s, "set statement_timeout = 150").unwrap();
+        one(s, "commit").unwrap();
+        assert_eq!(timed_out(s), ("57014", true));
+    });
+}
+
+/// A statement's rows were held in memory without a limit; past
+/// max_result_rows it is 54000 and the session goes on.
+#[test]
+fn a_scan_past_max_result_rows_is_54000() {
+    let limits = Limits {
+        max_result_rows: 5,
+        ..Limits::default()
+    };
+    on_session_stack(limits, |s| {
+        one(s, "create table t (id int primary key, v int)").unwrap();
+        one(
+            s,
+            "insert into t select x, 1 from generate_series(1, 10) as x",
+        )
+        .unwrap();
+        // A lookup by key holds one row.
+        assert_eq!(value(s, "select v from t where id = 9"), Value::Int(1));
+        for sql in [
+            "select * from t",
+            "select sum(v) from t",
+            "update t set v = 2",
+            "delete from t where v = 1",
+        ] {
+            let e = one(s, sql).unwrap_err();
+            assert_eq!(e.code, "54000", "{sql}");
+            assert!(e.message.contains("max_result_rows (5)"), "{e}");
+        }
+        // A scan holds the rows before its filter; five are not too many.
+        for id in 6..=10 {
+            one(s, &format!("delete from t where id = {id}")).unwrap();
+        }
+        assert_eq!(value(s, "select count(*) from t"), Value::Int(5));
+    });
+}

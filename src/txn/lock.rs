@@ -13,6 +13,9 @@
 //! - Wait-die (a younger transaction dying at once) was replaced: on a hot
 //!   row it threw away half of all attempts, and a retry, younger still,
 //!   could starve.
+//! - A waiter given a `Stop` looks at it every `STOP_POLL` and leaves the
+//!   graph with [`Error::LockWaitInterrupted`] once it says stop, so a
+//!   CancelRequest or statement_timeout ends a wait as PostgreSQL's do.
 //! - Lock order: a shard's mutex, then the graph's; never the reverse.
 //! - The table is sharded by key hash so unrelated rows never share a mutex
 //!   for long.
@@ -24,6 +27,12 @@ use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
 const SHARDS: usize = 64;
+
+/// Whether the statement a waiter runs for must stop.
+pub type Stop = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// How often a waiter with a `Stop` looks at it.
+const STOP_POLL: Duration = Duration::from_millis(10);
 
 /// PostgreSQL's default `deadlock_timeout`.
 pub const DEFAULT_DEADLOCK_TIMEOUT: Duration = Duration::from_secs(1);
@@ -76,8 +85,9 @@ impl LockManager {
 
     /// Locks `row` for transaction `xid`, waiting while another holds it.
     /// Returns `Ok(true)` if newly taken, `Ok(false)` if `xid` already held
-    /// it, and `Err(Deadlock)` if waiting would close a cycle.
-    pub fn lock(&self, xid: u64, row: &RowId) -> Result<bool> {
+    /// it, `Err(Deadlock)` if waiting would close a cycle, and
+    /// `Err(LockWaitInterrupted)` if `stop` says stop while it waits.
+    pub fn lock(&self, xid: u64, row: &RowId, stop: Option<&Stop>) -> Result<bool> {
         let shard = self.shard(row);
         let mut held = shard.held.lock();
         let mut check_at = None;
@@ -106,9 +116,15 @@ impl LockManager {
                     check_at = Some(now + self.deadlock_timeout);
                 }
             }
-            shard
-                .released
-                .wait_until(&mut held, check_at.expect("set above"));
+            let mut until = check_at.expect("set above");
+            if let Some(stop) = stop {
+                if stop() {
+                    self.waits_for.lock().remove(&xid);
+                    return Err(Error::LockWaitInterrupted { xid });
+                }
+                until = until.min(now + STOP_POLL);
+            }
+            shard.released.wait_until(&mut held, until);
         }
     }
 
@@ -165,8 +181,8 @@ mod tests {
     #[test]
     fn reentrant_and_released() {
         let lm = LockManager::default();
-        assert!(lm.lock(5, &row("a")).unwrap());
-        assert!(!lm.lock(5, &row("a")).unwrap());
+        assert!(lm.lock(5, &row("a"), None).unwrap());
+        assert!(!lm.lock(5, &row("a"), None).unwrap());
         assert_eq!(lm.locked_rows(), 1);
         lm.release_all(5, [&row("a")]);
         assert_eq!(lm.locked_rows(), 0);
@@ -176,9 +192,9 @@ mod tests {
     #[test]
     fn a_younger_transaction_waits_for_an_older_one() {
         let lm = LockManager::new(Duration::from_millis(10));
-        lm.lock(10, &row("a")).unwrap();
+        lm.lock(10, &row("a"), None).unwrap();
         std::thread::scope(|s| {
-            let waiter = s.spawn(|| lm.lock(11, &row("a")));
+            let waiter = s.spawn(|| lm.lock(11, &row("a"), None));
             // Released only once 11 is seen waiting (its graph edge).
             while lm.waiting_for(11) != Some(10) {
                 std::thread::yield_now();
@@ -187,6 +203,30 @@ mod tests {
             assert!(waiter.join().unwrap().unwrap());
         });
         assert!(lm.waits_for.lock().is_empty());
+    }
+
+    /// A wait without a stop lasted until the holder ended (or the
+    /// server's 10 s shutdown bound); told to stop, it ends at once.
+    #[test]
+    fn a_waiter_told_to_stop_leaves_the_wait_and_the_graph() {
+        let lm = LockManager::default();
+        lm.lock(10, &row("a"), None).unwrap();
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = flag.clone();
+        let stop: Stop =
+            std::sync::Arc::new(move || seen.load(std::sync::atomic::Ordering::SeqCst));
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| lm.lock(11, &row("a"), Some(&stop)));
+            while lm.waiting_for(11) != Some(10) {
+                std::thread::yield_now();
+            }
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            let e = waiter.join().unwrap().unwrap_err();
+            assert!(matches!(e, Error::LockWaitInterrupted { xid: 11 }), "{e}");
+        });
+        assert!(lm.waits_for.lock().is_empty());
+        // 10 still holds its row.
+        assert!(!lm.lock(10, &row("a"), None).unwrap());
     }
 
     #[test]

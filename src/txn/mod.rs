@@ -62,6 +62,8 @@ pub struct Transaction<'db> {
     /// File ids of tables this transaction drops (logged in its commit).
     pub(crate) dropped_files: Vec<u32>,
     pub(crate) finished: bool,
+    /// Whether a wait for a row lock must stop (`set_stop`).
+    stop: Option<lock::Stop>,
 }
 
 impl<'db> Transaction<'db> {
@@ -74,7 +76,15 @@ impl<'db> Transaction<'db> {
             locked: Vec::new(),
             dropped_files: Vec::new(),
             finished: false,
+            stop: None,
         }
+    }
+
+    /// What a wait of this transaction for a row lock checks, until
+    /// changed: once it says stop, the wait ends with
+    /// [`Error::LockWaitInterrupted`].
+    pub fn set_stop(&mut self, stop: Option<lock::Stop>) {
+        self.stop = stop;
     }
 
     /// This transaction's id.
@@ -91,7 +101,7 @@ impl<'db> Transaction<'db> {
             table: table.file_id,
             key: key.to_vec(),
         };
-        if self.engine.locks.lock(self.xid, &row)? {
+        if self.engine.locks.lock(self.xid, &row, self.stop.as_ref())? {
             self.locked.push(row);
         }
         Ok(())

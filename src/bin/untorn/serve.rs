@@ -47,6 +47,16 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().max_statements_per_query as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_statements_per_query: u64,
+    /// Tokens of SQL text all connections parse at once (text up to 1kB
+    /// aside); more waits. At worst about 420 bytes of memory a token.
+    #[arg(long, default_value_t = Limits::default().parse_budget as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    parse_budget: u64,
+    /// Most rows one statement reads into memory (its result, or what an
+    /// UPDATE, DELETE or aggregate scans); more is SQLSTATE 54000.
+    #[arg(long, default_value_t = Limits::default().max_result_rows as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_result_rows: u64,
     /// statement_timeout in milliseconds, PostgreSQL's unit: a statement
     /// running longer is canceled (SQLSTATE 57014); 0: no limit.
     #[arg(long, default_value_t = 0)]
@@ -159,6 +169,8 @@ fn limits(a: &ServeArgs) -> untorn::Result<Limits> {
         max_expression_depth: a.max_expression_depth as usize,
         max_query_length,
         max_statements_per_query: a.max_statements_per_query as usize,
+        parse_budget: a.parse_budget as usize,
+        max_result_rows: a.max_result_rows as usize,
         statement_timeout: (a.statement_timeout > 0)
             .then(|| Duration::from_millis(a.statement_timeout)),
     })
