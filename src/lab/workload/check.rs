@@ -37,6 +37,11 @@ impl CheckedWorkload {
     /// The workloads whose tables `db` holds (none: a database of other tables).
     pub fn detect(db: &Database) -> Vec<CheckedWorkload> {
         let names: Vec<String> = db.tables().into_iter().map(|t| t.name).collect();
+        Self::named_by(&names)
+    }
+
+    /// The workloads some of whose tables are among `names`.
+    pub fn named_by(names: &[String]) -> Vec<CheckedWorkload> {
         let mut found = Vec::new();
         if names.iter().any(|n| tpcb::TABLES.contains(&n.as_str())) {
             found.push(CheckedWorkload::Tpcb);

@@ -5,22 +5,14 @@
 //! catalog, as a PostgreSQL user would with psql.
 
 use super::check::{CheckReport, CheckedWorkload};
-use super::{sysbench, tpcb};
+use super::tpcb;
 use crate::error::{Error, Result};
 use crate::sql::{Outcome, SqlEngine, Value};
 use std::sync::Arc;
 
 /// The workloads whose tables the SQL catalog names.
 pub fn detect(sql: &SqlEngine) -> Vec<CheckedWorkload> {
-    let names = sql.table_names();
-    let mut found = Vec::new();
-    if names.iter().any(|n| tpcb::TABLES.contains(&n.as_str())) {
-        found.push(CheckedWorkload::Tpcb);
-    }
-    if names.iter().any(|n| sysbench::table_number(n).is_some()) {
-        found.push(CheckedWorkload::Sysbench);
-    }
-    found
+    CheckedWorkload::named_by(&sql.table_names())
 }
 
 /// `workload`'s check through SQL; `None` where its invariants cannot be
