@@ -9,7 +9,7 @@
 //! Sync leaves open; COMMIT or ROLLBACK inside it ends it early. A client
 //! gone before Sync (or a closed connection at any time) rolls back.
 
-use super::query::Prepared;
+use super::parse::Prepared;
 use super::session::{Session, State};
 use super::types::{codes, Outcome, SqlError, Value};
 

@@ -46,7 +46,7 @@ pub mod types;
 
 pub use interrupt::Interrupt;
 pub use limits::Limits;
-pub use query::Prepared;
+pub use parse::Prepared;
 pub use session::{Session, SqlEngine};
 pub use types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
 

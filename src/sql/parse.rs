@@ -484,3 +484,33 @@ fn insert(
         source,
     })
 }
+
+/// A parsed and planned statement, reusable.
+pub struct Prepared {
+    pub(super) sql: String,
+    pub(super) declared: Vec<Option<SqlType>>,
+    pub(super) planned: Planned,
+    pub(super) version: u64,
+}
+
+impl Prepared {
+    pub fn params(&self) -> &[SqlType] {
+        &self.planned.params
+    }
+    pub fn columns(&self) -> &[Column] {
+        &self.planned.columns
+    }
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+    /// BEGIN, COMMIT or ROLLBACK.
+    pub(super) fn is_transaction_control(&self) -> bool {
+        matches!(
+            self.planned.plan,
+            Plan::Begin | Plan::Commit | Plan::Rollback
+        )
+    }
+    pub(super) fn is_begin(&self) -> bool {
+        matches!(self.planned.plan, Plan::Begin)
+    }
+}

@@ -7,44 +7,14 @@
 //! so what it holds is not parse memory (it is parsed again, within the
 //! budget, if DDL makes it plan again).
 
-use super::parse::{self, Planned};
+use super::parse::{self, Planned, Prepared};
 use super::plan::Plan;
 use super::script::{self, Script};
 use super::session::{failed_block, Session, State};
-use super::types::{codes, Column, Outcome, SqlError, SqlType};
+use super::types::{codes, Outcome, SqlError, SqlType};
 use sqlparser::ast::Statement;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
-
-/// A parsed and planned statement, reusable.
-pub struct Prepared {
-    pub(super) sql: String,
-    pub(super) declared: Vec<Option<SqlType>>,
-    pub(super) planned: Planned,
-    pub(super) version: u64,
-}
-
-impl Prepared {
-    pub fn params(&self) -> &[SqlType] {
-        &self.planned.params
-    }
-    pub fn columns(&self) -> &[Column] {
-        &self.planned.columns
-    }
-    pub fn sql(&self) -> &str {
-        &self.sql
-    }
-    /// BEGIN, COMMIT or ROLLBACK.
-    pub(super) fn is_transaction_control(&self) -> bool {
-        matches!(
-            self.planned.plan,
-            Plan::Begin | Plan::Commit | Plan::Rollback
-        )
-    }
-    pub(super) fn is_begin(&self) -> bool {
-        matches!(self.planned.plan, Plan::Begin)
-    }
-}
 
 impl Session {
     /// `sql` split into statements within the limits and the parse
