@@ -20,6 +20,7 @@
 
 mod io_stats;
 pub mod lock;
+pub mod overlay;
 pub mod posix;
 pub mod sector;
 pub mod segmented;

@@ -1,13 +1,19 @@
 //! `untorn check`: open a database (recovering it, and reading its SQL
 //! catalog as `untorn serve` does), verify every page, and check the
 //! invariants of the workload whose tables it holds.
+//!
+//! The opening runs on an in-memory view of the directory
+//! ([`OverlayFileSystem`]): recovery and checkpoints write as usual, into
+//! memory, so a check changes no byte on disk (a crashed database stays
+//! crashed, and recovers again at its next opening).
 
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use untorn::control::{ControlFile, DbState};
-use untorn::file::{FileSystem, Issuer};
+use untorn::file::overlay::OverlayFileSystem;
+use untorn::file::{FileSystem, IoStats, Issuer};
 use untorn::lab::workload::check::{CheckReport, CheckedWorkload};
 use untorn::lab::workload::sql_check;
 use untorn::sql::SqlEngine;
@@ -35,7 +41,7 @@ pub struct CheckArgs {
     torn_page_protection: Option<String>,
 }
 
-pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
+pub fn run(disk: Arc<dyn FileSystem>, a: &CheckArgs) -> untorn::Result<ExitCode> {
     let workloads = match &a.workload {
         Some(name) => Some(CheckedWorkload::by_name(name)?),
         None => None,
@@ -46,9 +52,8 @@ pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
         .map(str::parse::<TornPageProtection>)
         .transpose()?;
     let dir = &a.dir;
-    // Read before the opening changes it: a database found shut down is
-    // closed again, so the check leaves it shut down.
-    let (was_shut_down, mode) = match ControlFile::read(fs, dir, Issuer::Tool) {
+    // Read before the opening: what the database was found as.
+    let (was_shut_down, mode) = match ControlFile::read(disk.as_ref(), dir, Issuer::Tool) {
         Ok(c) => (
             c.state == DbState::ShutDown,
             c.settings.torn_page_protection,
@@ -66,8 +71,16 @@ pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
         });
     }
     // The database's own settings: an opening given another mode would
-    // switch it, and a check must leave the database as it found it.
-    let db = match Database::open(dir, Options::default()) {
+    // switch it. Every write of the opening stays in the view's memory.
+    let view = Arc::new(OverlayFileSystem::new(disk));
+    let fs: Arc<dyn FileSystem> = view.clone();
+    let db = Database::open_with(
+        fs.clone(),
+        Arc::new(IoStats::default()),
+        dir,
+        Options::default(),
+    );
+    let db = match db {
         Ok(db) => Arc::new(db),
         Err(e) => return Ok(not_opened(dir, &e)),
     };
@@ -78,7 +91,7 @@ pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
     let sql = match SqlEngine::open_existing(db.clone()) {
         Ok(sql) => sql,
         Err(e) => {
-            close_if(db, was_shut_down)?;
+            close(db)?;
             return Ok(not_opened(dir, &format!("the SQL catalog: {e}")));
         }
     };
@@ -88,7 +101,7 @@ pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
             sql.table_names().len()
         );
     }
-    ok &= verified(fs, dir)?;
+    ok &= verified(fs.as_ref(), dir)?;
     let found = Found::new(&db, sql.as_ref());
     let workloads = match workloads {
         Some(w) => vec![w],
@@ -121,9 +134,11 @@ pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
         }
     }
     drop(sql);
-    close_if(db, was_shut_down)?;
-    // Else dropped without a shutdown checkpoint: it stays as a crash left
-    // it (recovered up to the opening's checkpoint).
+    close(db)?;
+    println!(
+        "directory unchanged: recovery and checkpoints ran in memory ({} KB)",
+        view.bytes_held().div_ceil(1024)
+    );
     if !ok {
         println!("check: FAILED");
         Ok(ExitCode::from(FAILED))
@@ -141,20 +156,15 @@ pub fn run(fs: &dyn FileSystem, a: &CheckArgs) -> untorn::Result<ExitCode> {
     }
 }
 
-/// Closes `db` (a shutdown checkpoint) if it was found shut down; else
-/// drops it, leaving it as a crash left it.
-fn close_if(db: Arc<Database>, was_shut_down: bool) -> untorn::Result<()> {
-    if was_shut_down {
-        match Arc::try_unwrap(db) {
-            Ok(db) => db.close()?,
-            Err(_) => {
-                return Err(untorn::Error::Invalid(
-                    "the database is still in use".into(),
-                ))
-            }
-        }
+/// Closes `db` with its shutdown checkpoint (into the view's memory):
+/// a database a check passes also shuts down.
+fn close(db: Arc<Database>) -> untorn::Result<()> {
+    match Arc::try_unwrap(db) {
+        Ok(db) => db.close(),
+        Err(_) => Err(untorn::Error::Invalid(
+            "the database is still in use".into(),
+        )),
     }
-    Ok(())
 }
 
 /// The workloads whose tables the database holds, as engine tables (the

@@ -224,7 +224,7 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
         } => waldump::run(posix(), &dir, start.as_deref(), stats, limit),
         Command::Verify { dir, json } => verify::run(posix().as_ref(), &dir, json),
         Command::Stats { dir, json } => stats::run(posix().as_ref(), &dir, json),
-        Command::Check(args) => check::run(posix().as_ref(), &args),
+        Command::Check(args) => check::run(posix(), &args),
         Command::BenchChecksums { page_size, seconds } => {
             bench::checksums(page_size as usize, seconds)
         }
