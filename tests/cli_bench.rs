@@ -49,13 +49,24 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
         .expect_stdout("3 clients.");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let results = v.as_array().unwrap();
-    // The default modes are seed 003's three.
-    assert_eq!(results.len(), 6, "2 workloads x 3 modes");
-    let modes: Vec<&str> = results[..3]
+    // The default modes are seed 003's: FPW (without and with lz4), DWB, off.
+    assert_eq!(results.len(), 8, "2 workloads x 4 modes");
+    let modes: Vec<String> = results[..4]
         .iter()
-        .map(|r| r["protection"].as_str().unwrap())
+        .map(|r| {
+            let compression = r["settings"]["wal_compression"].as_str().unwrap();
+            format!("{} {compression}", r["protection"].as_str().unwrap())
+        })
         .collect();
-    assert_eq!(modes, ["full_pages", "double_writes", "off"]);
+    assert_eq!(
+        modes,
+        [
+            "full_pages off",
+            "full_pages lz4",
+            "double_writes off",
+            "off off"
+        ]
+    );
     for r in results {
         for field in [
             "workload",
@@ -94,7 +105,7 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
         // The other modes of the workload, every figure's ratio paired by
         // round with its interval.
         let vs = r["vs"].as_array().unwrap();
-        assert_eq!(vs.len(), 2, "{r}");
+        assert_eq!(vs.len(), 3, "{r}");
         assert_eq!(vs[0]["rounds"], 2, "{r}");
         let tps = &vs[0]["tps"];
         assert_eq!(tps["pairs"], 2, "{r}");
@@ -279,7 +290,7 @@ fn bench_drop_disturbed_excludes_exactly_the_disturbed_runs() {
         .iter()
         .flat_map(|r| r["runs"].as_array().unwrap())
         .collect();
-    assert_eq!(runs.len(), 6, "3 modes x 2 rounds");
+    assert_eq!(runs.len(), 8, "4 modes x 2 rounds");
     let mut disturbed = 0;
     for r in &runs {
         assert_eq!(r["excluded"], r["disturbed"], "{r}");
@@ -295,7 +306,7 @@ fn bench_drop_disturbed_excludes_exactly_the_disturbed_runs() {
     }
     if cfg!(target_os = "linux") {
         // The noise line comes after the stop line ("tpcb: 2 rounds; ...").
-        let line = run.line_starting(&format!("tpcb: {disturbed} of 6 runs disturbed"));
+        let line = run.line_starting(&format!("tpcb: {disturbed} of 8 runs disturbed"));
         assert_eq!(line.ends_with(", excluded"), disturbed > 0, "{line}");
     }
 }

@@ -167,6 +167,38 @@ fn comparison_table_has_the_seed_shape_and_percentages() {
     );
 }
 
+/// Seed 003's names (full_pages, full_pages+lz4), and a setting shown
+/// only where the mode uses it: WAL compression under full_pages, the
+/// area's sizes under double_writes.
+#[test]
+fn mode_names_only_the_settings_its_mode_uses() {
+    let r = |mode: &str, compression: &str, area: &str| {
+        let settings = [
+            ("torn_page_protection", mode),
+            ("wal_compression", compression),
+            ("double_write_buffer_size", area),
+        ];
+        result("w", mode, &[100.0], &settings)
+    };
+    let group = [
+        r("full_pages", "off", "1"),
+        r("full_pages", "lz4", "1"),
+        r("double_writes", "off", "1"),
+        r("double_writes", "off", "2"),
+        r("off", "off", "1"),
+    ];
+    assert_eq!(
+        mode_labels(&group.iter().collect::<Vec<_>>()),
+        [
+            "full_pages",
+            "full_pages+lz4",
+            "double_writes double_write_buffer_size=1",
+            "double_writes double_write_buffer_size=2",
+            "off"
+        ]
+    );
+}
+
 #[test]
 fn mode_names_the_settings_that_differ() {
     let a = result(

@@ -50,7 +50,8 @@ pub fn group_by_workload(results: &[ConfigResult]) -> Vec<(&str, Vec<&ConfigResu
 
 /// The mode label of each configuration of one workload: `protection`
 /// plus `name=value` for every setting (and the device) that differs
-/// between them, settings in name order.
+/// between them and that its mode uses, settings in name order
+/// (`+lz4` for a WAL compression, nothing for none).
 pub fn mode_labels(group: &[&ConfigResult]) -> Vec<String> {
     let Some(first) = group.first() else {
         return Vec::new();
@@ -77,9 +78,16 @@ pub fn mode_labels(group: &[&ConfigResult]) -> Vec<String> {
             } else {
                 r.protection.clone()
             };
-            for k in &differing {
+            for k in differing.iter().filter(|k| settings_list::used_by(r, k)) {
                 let v = r.settings.get(*k).map_or("-", String::as_str);
-                let _ = write!(label, " {k}={v}");
+                // As seed 003 names them: full_pages, full_pages+lz4.
+                match (*k, v) {
+                    ("wal_compression", "off") => {}
+                    ("wal_compression", v) => label.push_str(&format!("+{v}")),
+                    _ => {
+                        let _ = write!(label, " {k}={v}");
+                    }
+                }
             }
             if device_differs {
                 let _ = write!(label, " device={}", r.device);

@@ -33,11 +33,25 @@ pub fn size_text(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// False for a setting `r`'s mode ignores: the area's under any mode but
+/// double_writes, WAL compression (of full-page images) under any but
+/// full_pages.
+pub fn used_by(r: &ConfigResult, key: &str) -> bool {
+    let mode = r.settings.get("torn_page_protection").map(String::as_str);
+    let only = if key.starts_with("double_write_") {
+        "double_writes"
+    } else if key == "wal_compression" {
+        "full_pages"
+    } else {
+        return true;
+    };
+    mode == Some(only)
+}
+
 /// How setting `key` of `r` reads in the listing; `None` where the
 /// configuration does not use it.
 pub fn shown(r: &ConfigResult, key: &str, value: &str) -> Option<String> {
-    let mode = r.settings.get("torn_page_protection").map(String::as_str);
-    if key.starts_with("double_write_") && mode != Some("double_writes") {
+    if !used_by(r, key) {
         return None;
     }
     let Some(bytes) = SIZES

@@ -48,13 +48,16 @@ pub struct BenchArgs {
     /// checkpoint_timeout in seconds: with --max-wal-size, whichever comes
     /// first starts a checkpoint (the default job's cycle: a few seconds,
     /// three or more per run).
-    #[arg(long, default_value_t = 2.5, value_parser = crate::seconds)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::seconds)]
     checkpoint_timeout: f64,
     /// synchronous_commit: on or off.
     #[arg(long, default_value = "on")]
     synchronous_commit: String,
-    /// WAL compression of full-page images to compare: off, lz4, zstd.
-    #[arg(long, value_delimiter = ',', default_value = "off")]
+    /// WAL compression of full-page images to compare: off, lz4, zstd; an
+    /// axis of full_pages only (the other modes write no images)
+    /// [default: off; off,lz4 in the default job, when --protection is not
+    /// given either].
+    #[arg(long, value_delimiter = ',')]
     wal_compression: Vec<String>,
     /// checkpoint_sort settings to compare: on (writes in file and block
     /// order), off (buffer order, one page per write).
@@ -100,7 +103,7 @@ pub struct BenchArgs {
     clients: usize,
     /// Measured seconds per run (the default spans three checkpoint
     /// cycles).
-    #[arg(long, default_value_t = 8.0, value_parser = crate::seconds)]
+    #[arg(long, default_value_t = 6.0, value_parser = crate::seconds)]
     duration: f64,
     /// Warm-up seconds before each run (not measured), after the buffer
     /// pool is prewarmed.
@@ -202,11 +205,17 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         .iter()
         .map(|c| c.parse())
         .collect::<untorn::Result<_>>()?;
-    let compressions: Vec<WalCompression> = a
-        .wal_compression
-        .iter()
-        .map(|c| c.parse())
-        .collect::<untorn::Result<_>>()?;
+    let compressions: Vec<WalCompression> =
+        match (a.wal_compression.is_empty(), a.protection.is_empty()) {
+            // The default job: seed 003 also ran full_pages with lz4.
+            (true, true) => vec![WalCompression::Off, WalCompression::Lz4],
+            (true, false) => vec![WalCompression::Off],
+            (false, _) => a
+                .wal_compression
+                .iter()
+                .map(|c| c.parse())
+                .collect::<untorn::Result<_>>()?,
+        };
     let bgwriters: Vec<u32> = a
         .bgwriter
         .iter()
@@ -241,7 +250,12 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
     expand(&mut out, &a.wal_block_size, |c, v| {
         c.wal_block_size = v as u32
     });
-    expand(&mut out, &compressions, |c, v| c.wal_compression = v);
+    expand_for(
+        &mut out,
+        TornPageProtection::FullPages,
+        &compressions,
+        |c, v| c.wal_compression = v,
+    );
     expand(&mut out, &sorts, |c, v| c.checkpoint_sort = v);
     expand(&mut out, &bgwriters, |c, v| c.bgwriter_lru_maxpages = v);
     // The area's settings are axes of double_writes only.
@@ -250,22 +264,41 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         .iter()
         .map(|v| on_off("double_write_defer_in_place", v))
         .collect::<untorn::Result<Vec<bool>>>()?;
-    expand_double_writes(&mut out, &a.double_write_buffer_size, |c, v| {
-        c.double_write_buffer_size = v
-    });
-    expand_double_writes(&mut out, &defers, |c, v| c.double_write_defer_in_place = v);
+    expand_for(
+        &mut out,
+        TornPageProtection::DoubleWrites,
+        &a.double_write_buffer_size,
+        |c, v| c.double_write_buffer_size = v,
+    );
+    expand_for(
+        &mut out,
+        TornPageProtection::DoubleWrites,
+        &defers,
+        |c, v| c.double_write_defer_in_place = v,
+    );
     let keeps = a
         .double_write_keep_deferred
         .iter()
         .map(|v| on_off("double_write_keep_deferred", v))
         .collect::<untorn::Result<Vec<bool>>>()?;
-    expand_double_writes(&mut out, &keeps, |c, v| c.double_write_keep_deferred = v);
-    expand_double_writes(&mut out, &a.double_write_deferred_size, |c, v| {
-        c.double_write_deferred_size = v
-    });
-    expand_double_writes(&mut out, &a.double_write_flush_after, |c, v| {
-        c.double_write_flush_after = v
-    });
+    expand_for(
+        &mut out,
+        TornPageProtection::DoubleWrites,
+        &keeps,
+        |c, v| c.double_write_keep_deferred = v,
+    );
+    expand_for(
+        &mut out,
+        TornPageProtection::DoubleWrites,
+        &a.double_write_deferred_size,
+        |c, v| c.double_write_deferred_size = v,
+    );
+    expand_for(
+        &mut out,
+        TornPageProtection::DoubleWrites,
+        &a.double_write_flush_after,
+        |c, v| c.double_write_flush_after = v,
+    );
     for c in &out {
         let least = untorn::lab::compare::MIN_BUFFER_POOL_PAGES * c.page_size as u64;
         if let Some(pool) = a.buffer_pool.filter(|&p| p < least) {
@@ -345,17 +378,18 @@ fn expand<T: Copy>(
         .collect();
 }
 
-/// [`expand`] for an axis of double_writes only: the other modes keep
-/// their first value.
-fn expand_double_writes<T: Copy>(
+/// [`expand`] for an axis only `mode` uses: its configurations take every
+/// value, the others keep the first (a setting they ignore).
+fn expand_for<T: Copy>(
     configs: &mut Vec<BenchConfig>,
+    mode: TornPageProtection,
     values: &[T],
     set: impl Fn(&mut BenchConfig, T),
 ) {
     *configs = configs
         .iter()
         .flat_map(|c| {
-            let values = if c.protection == TornPageProtection::DoubleWrites {
+            let values = if c.protection == mode {
                 values
             } else {
                 &values[..1]

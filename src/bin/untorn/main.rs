@@ -84,14 +84,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Open the database (and so recover it, as any opening does, with its
-    /// end-of-recovery checkpoint, and read its SQL catalog, as `serve`
-    /// does), verify every page, and check the
+    /// Open the database in memory (recovering it as any opening does,
+    /// with its checkpoints, and reading its SQL catalog, as `serve` does,
+    /// but writing no byte to its directory), verify every page, and check the
     /// invariants of the workload whose tables it holds (tpcb: the four sums
     /// agree; sysbench: rows well formed, the k index matches the table).
-    /// It opens with the database's own settings and changes none. A
-    /// database found shut down is closed again; one found crashed is
-    /// left unclosed. Exit status 0 if all hold, 1 if a check fails, 3 if
+    /// It opens with the database's own settings and changes nothing: a
+    /// database found crashed stays crashed. Exit status 0 if all hold, 1 if a check fails, 3 if
     /// the database cannot be opened (or is open elsewhere). Tables made
     /// through `untorn serve` are read through its SQL catalog. Where no
     /// invariant could be checked, the last line says so instead of
