@@ -15,6 +15,7 @@ fn scale() -> Scale {
         accounts_per_branch: 1000,
         tables: 2,
         table_size: 1000,
+        ..Scale::default()
     }
 }
 

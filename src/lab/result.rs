@@ -17,6 +17,49 @@ pub struct LatencyMs {
     pub max: f64,
 }
 
+/// One transaction type's figures in a run (seed 001's DBT-2 columns:
+/// response time avg / 90 % / max).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KindFigures {
+    pub name: String,
+    /// Completed in the measured part (rolled back ones included).
+    pub transactions: u64,
+    /// Rolled back by the transaction's own logic (TPC-C's New-Order).
+    pub rollbacks: u64,
+    pub latency_ms: LatencyMs,
+}
+
+impl Run {
+    /// Completed transactions of type `name` per minute (TPC-C's notpm
+    /// for `new_order`); None when the run has no such type.
+    pub fn per_minute(&self, name: &str) -> Option<f64> {
+        let k = self.by_kind.iter().find(|k| k.name == name)?;
+        Some(k.transactions as f64 * 60.0 / self.seconds.max(1e-9))
+    }
+
+    /// One line of a run's per-type figures (none without types): notpm,
+    /// tpm, and each type's count, rollbacks and latency avg / 90 % / max.
+    pub fn kinds_line(&self) -> Option<String> {
+        if self.by_kind.is_empty() {
+            return None;
+        }
+        let mut line = format!(
+            "{:.0} notpm, {:.0} tpm, {} retries",
+            self.per_minute("new_order").unwrap_or(0.0),
+            self.tps * 60.0,
+            self.retries
+        );
+        for k in &self.by_kind {
+            let l = &k.latency_ms;
+            line.push_str(&format!(
+                "; {} {} ({} rolled back) {:.2}/{:.2}/{:.2} ms",
+                k.name, k.transactions, k.rollbacks, l.avg, l.p90, l.max
+            ));
+        }
+        Some(line)
+    }
+}
+
 /// One second of a run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
@@ -66,6 +109,10 @@ pub struct Run {
     pub retries: u64,
     pub tps: f64,
     pub latency_ms: LatencyMs,
+    /// Per transaction type, for workloads that have several (TPC-C's
+    /// five; empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_kind: Vec<KindFigures>,
     /// Process CPU time (user + system) per transaction, microseconds.
     pub cpu_us_per_txn: f64,
     pub wal_bytes: u64,

@@ -24,7 +24,7 @@ use crate::file::{FileKind, FileSystem, Issuer};
 use crate::file::{IoOp, IoStats};
 use crate::lab::noise;
 use crate::lab::page_io::PageIo;
-use crate::lab::result::{FineSample, LatencyMs, Run, Sample};
+use crate::lab::result::{FineSample, KindFigures, LatencyMs, Run, Sample};
 use crate::lab::workload::{Outcome, Rng, Tables, Workload};
 use crate::stats::Statistics;
 use hdrhistogram::Histogram;
@@ -67,6 +67,8 @@ struct ClientTotals {
     hist: Histogram<u64>,
     transactions: u64,
     retries: u64,
+    /// Per transaction type ([`Workload::kinds`]): latencies and rollbacks.
+    kinds: Vec<(Histogram<u64>, u64)>,
 }
 
 /// Counters read at the start and end of the measured part.
@@ -152,7 +154,11 @@ impl Shared<'_> {
             hist: histogram(3),
             transactions: 0,
             retries: 0,
+            kinds: (0..self.workload.kinds().len())
+                .map(|_| (histogram(3), 0))
+                .collect(),
         };
+        let same_inputs = self.workload.retries_same_inputs();
         while !self.stop.load(Relaxed) {
             let counted = self.measuring.load(Acquire);
             let t0 = Instant::now();
@@ -160,14 +166,23 @@ impl Shared<'_> {
                 break;
             }
             let mut retries = 0;
+            let before = same_inputs.then(|| rng.clone());
+            let mut done = None;
             let committed = loop {
                 match self
                     .workload
                     .transaction(self.db, &self.tables, &mut rng, client)
                 {
                     Ok(Outcome::Committed) => break true,
+                    Ok(Outcome::Done { kind, rolled_back }) => {
+                        done = Some((kind, rolled_back));
+                        break true;
+                    }
                     Ok(Outcome::Retry) => {
                         retries += 1;
+                        if let Some(b) = &before {
+                            rng = b.clone();
+                        }
                         if self.stop.load(Relaxed) || Instant::now() >= self.end {
                             break false;
                         }
@@ -189,6 +204,13 @@ impl Shared<'_> {
                 let us = (t1 - t0).as_micros().clamp(1, u128::from(LATENCY_MAX_US)) as u64;
                 totals.hist.saturating_record(us);
                 totals.transactions += 1;
+                if let Some((h, rollbacks)) = done.and_then(|(k, rb)| {
+                    let slot = totals.kinds.get_mut(k)?;
+                    Some((slot, rb))
+                }) {
+                    h.0.saturating_record(us);
+                    h.1 += u64::from(rollbacks);
+                }
                 let mut s = self.seconds[client].lock();
                 s.count += 1;
                 s.sum_us += us;
@@ -339,6 +361,20 @@ impl Series {
     }
 }
 
+/// avg / p90 / p99 / max of the latencies in `hist` (zeros when empty).
+fn latency_of(hist: &Histogram<u64>) -> LatencyMs {
+    if hist.is_empty() {
+        return LatencyMs::default();
+    }
+    let ms = |us: u64| us as f64 / 1000.0;
+    LatencyMs {
+        avg: hist.mean() / 1000.0,
+        p90: ms(hist.value_at_quantile(0.90)),
+        p99: ms(hist.value_at_quantile(0.99)),
+        max: ms(hist.max()),
+    }
+}
+
 /// The 99th percentile of `count` latencies in `hist`, in milliseconds.
 fn p99_ms(count: u64, hist: &Histogram<u64>) -> f64 {
     if count > 0 {
@@ -451,10 +487,16 @@ pub fn run_once(
     let io = PageIo::from_statistics(&statistics, db.settings().page_size);
     let mut hist = histogram(3);
     let (mut transactions, mut retries) = (0, 0);
+    let mut kinds: Vec<(Histogram<u64>, u64)> =
+        workload.kinds().iter().map(|_| (histogram(3), 0)).collect();
     for t in &totals {
         let _ = hist.add(&t.hist);
         transactions += t.transactions;
         retries += t.retries;
+        for (all, one) in kinds.iter_mut().zip(&t.kinds) {
+            let _ = all.0.add(&one.0);
+            all.1 += one.1;
+        }
     }
     let seconds = spec.duration.as_secs_f64();
     let ms = |us: u64| us as f64 / 1000.0;
@@ -481,6 +523,17 @@ pub fn run_once(
         } else {
             LatencyMs::default()
         },
+        by_kind: workload
+            .kinds()
+            .iter()
+            .zip(&kinds)
+            .map(|(name, (h, rollbacks))| KindFigures {
+                name: name.to_string(),
+                transactions: h.len(),
+                rollbacks: *rollbacks,
+                latency_ms: latency_of(h),
+            })
+            .collect(),
         cpu_us_per_txn: per_txn(end.cpu_us.saturating_sub(base.cpu_us)),
         wal_bytes: end.wal.bytes - base.wal.bytes,
         wal_records: end.wal.records - base.wal.records,

@@ -22,7 +22,7 @@ const DEFAULT_WORKLOADS: &str = "oltp_write_only,oltp_update_non_index,oltp_read
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Workloads: tpcb, oltp_write_only, oltp_update_non_index, oltp_update_index,
+    /// Workloads: tpcb, tpcc, oltp_write_only, oltp_update_non_index, oltp_update_index,
     /// oltp_read_write, oltp_read_only, oltp_point_select.
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_WORKLOADS)]
     workload: Vec<String>,
@@ -118,6 +118,17 @@ pub struct BenchArgs {
     /// sysbench --table-size.
     #[arg(long, default_value_t = 25_000)]
     table_size: u64,
+    /// TPC-C warehouses (tpcc).
+    #[arg(long, default_value_t = 1)]
+    warehouses: u64,
+    /// TPC-C items and stock rows per warehouse: the specification's
+    /// 100,000 unless scaled down (a smaller count is NOT the specification).
+    #[arg(long, default_value_t = 100_000)]
+    tpcc_items: u64,
+    /// TPC-C customers and loaded orders per district: the specification's
+    /// 3,000 unless scaled down (NOT the specification).
+    #[arg(long, default_value_t = 3_000)]
+    tpcc_customers: u64,
     /// Rounds (each configuration once per round, in a balanced order):
     /// a number, or auto (whole order cycles until every ratio reaches
     /// --precision, the --budget would run out, or --max-rounds).
@@ -427,6 +438,9 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             scale: a.scale,
             tables: a.tables,
             table_size: a.table_size,
+            warehouses: a.warehouses,
+            tpcc_items: a.tpcc_items,
+            tpcc_customers: a.tpcc_customers,
             ..Scale::default()
         },
         spec: RunSpec {
@@ -483,6 +497,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         )
     };
     let mut status = String::new();
+    let mut status_label = String::new();
     let mut lines = crate::progress::Lines::new();
     let unit = if auto { "s budget" } else { "runs" };
     let results = run_plan(&plan, |p| {
@@ -499,13 +514,32 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
                 workload,
                 config,
                 repeat,
-            } => bar.set_message(format!(
-                "{workload}: {} (round {}){status}",
-                label(config),
-                repeat + 1
-            )),
-            Progress::Ran { .. } if !auto => bar.inc(1),
-            Progress::Ran { .. } => {}
+            } => {
+                status_label = format!(
+                    "{workload} {} round {}: ",
+                    configs[config].protection,
+                    repeat + 1
+                );
+                bar.set_message(format!(
+                    "{workload}: {} (round {}){status}",
+                    label(config),
+                    repeat + 1
+                ))
+            }
+            Progress::Ran { run } => {
+                // TPC-C's notpm and per-type latencies, a line per run.
+                if let Some(line) = run.kinds_line() {
+                    let line = format!("{status_label}{line}");
+                    if bar.is_hidden() {
+                        println!("{line}");
+                    } else {
+                        bar.println(line);
+                    }
+                }
+                if !auto {
+                    bar.inc(1);
+                }
+            }
             Progress::Round {
                 rounds, widest_pct, ..
             } => {

@@ -109,8 +109,8 @@ pub fn run(disk: Arc<dyn FileSystem>, a: &CheckArgs) -> untorn::Result<ExitCode>
     };
     let mut not_checked = Vec::new();
     if workloads.is_empty() {
-        println!("workload: no tpcb or sysbench tables; invariants not checked");
-        not_checked.push("no tpcb or sysbench tables".to_string());
+        println!("workload: no tpcb, sysbench or tpcc tables; invariants not checked");
+        not_checked.push("no tpcb, sysbench or tpcc tables".to_string());
     }
     for w in workloads {
         let report = match (&sql, found.through_sql(w)) {

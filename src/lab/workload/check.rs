@@ -2,7 +2,7 @@
 //! recovery): which workload's tables it holds, and what the workload's
 //! `check` found. `untorn check` prints this; tests assert on it.
 
-use super::{sysbench, tpcb};
+use super::{sysbench, tpcb, tpcc};
 use crate::error::{Error, Result};
 use crate::Database;
 
@@ -12,6 +12,7 @@ use crate::Database;
 pub enum CheckedWorkload {
     Tpcb,
     Sysbench,
+    Tpcc,
 }
 
 impl CheckedWorkload {
@@ -19,6 +20,7 @@ impl CheckedWorkload {
         match self {
             CheckedWorkload::Tpcb => "tpcb",
             CheckedWorkload::Sysbench => "sysbench",
+            CheckedWorkload::Tpcc => "tpcc",
         }
     }
 
@@ -27,9 +29,10 @@ impl CheckedWorkload {
         match name {
             "tpcb" => Ok(CheckedWorkload::Tpcb),
             "sysbench" => Ok(CheckedWorkload::Sysbench),
+            "tpcc" => Ok(CheckedWorkload::Tpcc),
             n if sysbench::Kind::by_name(n).is_some() => Ok(CheckedWorkload::Sysbench),
             _ => Err(Error::Invalid(format!(
-                "unknown workload {name:?} to check; the workloads are tpcb and sysbench"
+                "unknown workload {name:?} to check; the workloads are tpcb, sysbench and tpcc"
             ))),
         }
     }
@@ -49,6 +52,12 @@ impl CheckedWorkload {
         if names.iter().any(|n| sysbench::table_number(n).is_some()) {
             found.push(CheckedWorkload::Sysbench);
         }
+        // TPC-C's tables have plain names (item, stock...): two of its
+        // own, together, say it is TPC-C's.
+        let has = |t: &str| names.iter().any(|n| n == t);
+        if has(tpcc::schema::WAREHOUSE) && has(tpcc::schema::NEW_ORDER) {
+            found.push(CheckedWorkload::Tpcc);
+        }
         found
     }
 
@@ -57,6 +66,7 @@ impl CheckedWorkload {
         match self {
             CheckedWorkload::Tpcb => tpcb::check(db),
             CheckedWorkload::Sysbench => sysbench::check(db),
+            CheckedWorkload::Tpcc => tpcc::check::check(db),
         }
     }
 }

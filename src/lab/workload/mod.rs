@@ -1,6 +1,6 @@
-//! The seeds' workloads: pgbench's TPC-B-like transaction ([`tpcb`]) and
-//! sysbench's OLTP set ([`sysbench`]), run by client threads against the
-//! embedded engine.
+//! The seeds' workloads: pgbench's TPC-B-like transaction ([`tpcb`]),
+//! sysbench's OLTP set ([`sysbench`]) and TPC-C ([`tpcc`], DBT-2's), run by
+//! client threads against the embedded engine.
 //!
 //! Rules:
 //! - Loading uses [`Database::bulk_load`] with deterministic data (fixed
@@ -16,6 +16,7 @@ pub mod check;
 pub mod sql_check;
 pub mod sysbench;
 pub mod tpcb;
+pub mod tpcc;
 
 use crate::db::{Database, Table};
 use crate::error::{Error, Result};
@@ -33,6 +34,14 @@ pub struct Scale {
     pub tables: usize,
     /// sysbench `--table-size`: rows per table.
     pub table_size: u64,
+    /// TPC-C `--warehouses`.
+    pub warehouses: u64,
+    /// TPC-C items, and stock rows per warehouse: the specification's
+    /// 100,000 unless scaled down (`--tpcc-items`, not the specification).
+    pub tpcc_items: u64,
+    /// TPC-C customers and loaded orders per district: 3,000 unless scaled
+    /// down (`--tpcc-customers`, not the specification).
+    pub tpcc_customers: u64,
 }
 
 impl Default for Scale {
@@ -43,6 +52,9 @@ impl Default for Scale {
             accounts_per_branch: 100_000,
             tables: 1,
             table_size: 10_000,
+            warehouses: 1,
+            tpcc_items: 100_000,
+            tpcc_customers: 3_000,
         }
     }
 }
@@ -53,6 +65,13 @@ pub enum Outcome {
     Committed,
     /// A retryable error (deadlock): nothing was written; run another.
     Retry,
+    /// A transaction of type `kind` (an index into [`Workload::kinds`])
+    /// finished: committed, or rolled back by its own logic (TPC-C's 1 %
+    /// of New-Orders); both count as done.
+    Done {
+        kind: usize,
+        rolled_back: bool,
+    },
 }
 
 /// The table handles of a loaded database, opened once per run, plus a
@@ -77,6 +96,17 @@ pub trait Workload: Send + Sync {
     fn load(&self, db: &Database) -> Result<()>;
     /// Opens the loaded tables of `db`.
     fn tables(&self, db: &Database) -> Result<Tables>;
+    /// The names of the workload's transaction types, when it has several
+    /// and reports them apart ([`Outcome::Done`]); none by default.
+    fn kinds(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Whether a retry after a deadlock must redo the same transaction
+    /// (the runner hands it the generator as it was before the first
+    /// attempt); false: a new one is drawn, as sysbench does.
+    fn retries_same_inputs(&self) -> bool {
+        false
+    }
     /// Runs one transaction for client `client`.
     fn transaction(
         &self,
@@ -93,6 +123,7 @@ pub trait Workload: Send + Sync {
 /// Every workload name [`by_name`] knows.
 pub const NAMES: &[&str] = &[
     "tpcb",
+    "tpcc",
     "oltp_write_only",
     "oltp_update_non_index",
     "oltp_update_index",
@@ -105,6 +136,9 @@ pub const NAMES: &[&str] = &[
 pub fn by_name(name: &str, scale: &Scale) -> Result<Box<dyn Workload>> {
     if name == "tpcb" {
         return Ok(Box::new(tpcb::Tpcb::new(scale)?));
+    }
+    if name == "tpcc" {
+        return Ok(Box::new(tpcc::Tpcc::new(scale)?));
     }
     match sysbench::Kind::by_name(name) {
         Some(kind) => Ok(Box::new(sysbench::Sysbench::new(kind, scale)?)),
@@ -285,11 +319,16 @@ mod tests {
 
     #[test]
     fn unknown_names_list_the_known_ones() {
-        let e = by_name("tpcc", &Scale::default())
+        let e = by_name("tpcx", &Scale::default())
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("tpcc") && e.contains("oltp_read_write") && e.contains("tpcb"));
+        assert!(
+            e.contains("tpcx")
+                && e.contains("tpcc")
+                && e.contains("oltp_read_write")
+                && e.contains("tpcb")
+        );
         for name in NAMES {
             assert_eq!(by_name(name, &Scale::default()).unwrap().name(), *name);
         }

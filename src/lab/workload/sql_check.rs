@@ -20,7 +20,7 @@ pub fn detect(sql: &SqlEngine) -> Vec<CheckedWorkload> {
 pub fn check(sql: &Arc<SqlEngine>, workload: CheckedWorkload) -> Result<Option<CheckReport>> {
     match workload {
         CheckedWorkload::Tpcb => tpcb_check(sql).map(Some),
-        CheckedWorkload::Sysbench => Ok(None),
+        CheckedWorkload::Sysbench | CheckedWorkload::Tpcc => Ok(None),
     }
 }
 

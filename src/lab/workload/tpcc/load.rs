@@ -1,0 +1,247 @@
+//! The bulk load (clause 4.3.3): per warehouse 100,000 stock rows, 10
+//! districts of 3,000 customers (a history row each) and 3,000 orders
+//! (the last 900 new, 5..=15 lines each); 100,000 items shared. A
+//! scale-down ([`Tpcc`]'s `items` and `customers`) shrinks the counts in
+//! proportion: not the specification, for tests and quick runs.
+//!
+//! Deterministic: every table draws from its own fixed-seed stream, so
+//! every configuration of a comparison loads the same rows. Three threads
+//! load (items and stock; customers and history; orders), each table in
+//! key order.
+
+use super::random::{data_with_original, field, last_name, nurand, padded, uniform, C_LAST_LOAD};
+use super::schema::*;
+use super::Tpcc;
+use crate::db::{key_u64, Database};
+use crate::error::Result;
+use crate::lab::workload::Rng;
+
+const SEED: u64 = 0x7bcc_10ad_0000_0000;
+
+/// The load's fixed entry date (2026-01-01, microseconds).
+pub const LOAD_DATE: i64 = 1_767_225_600_000_000;
+
+fn rng(stream: u64) -> Rng {
+    Rng::new(SEED, stream)
+}
+
+fn address<const N: usize>(rng: &mut Rng) -> [u8; N] {
+    // name / street 1 / street 2 / city / state / zip, as one field.
+    field::<N>(rng, N / 2, N)
+}
+
+/// One district's orders: (customer, line count) for o_id 1.., drawn
+/// once for the orders, their lines and the index.
+fn district_orders(t: &Tpcc, w: u32, d: u8) -> Vec<(u32, u8)> {
+    let mut r = rng(0x100_0000 + u64::from(w) * 16 + u64::from(d));
+    // A random permutation of the customers (Fisher-Yates).
+    let mut c: Vec<u32> = (1..=t.customers).collect();
+    for i in (1..c.len()).rev() {
+        let j = r.below(i as u64 + 1) as usize;
+        c.swap(i, j);
+    }
+    c.into_iter()
+        .map(|c| (c, uniform(&mut r, 5, 15) as u8))
+        .collect()
+}
+
+pub fn load(t: &Tpcc, db: &Database) -> Result<()> {
+    for name in TABLES {
+        db.create_table(name)?;
+    }
+    std::thread::scope(|s| {
+        let a = s.spawn(|| load_stock(t, db));
+        let b = s.spawn(|| load_customers(t, db));
+        let c = s.spawn(|| load_orders(t, db));
+        [a, b, c]
+            .into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })
+}
+
+fn load_stock(t: &Tpcc, db: &Database) -> Result<()> {
+    let mut r = rng(1);
+    db.bulk_load(
+        &db.table(ITEM)?,
+        (1..=t.items).map(|i| {
+            let item = Item {
+                im_id: uniform(&mut r, 1, 10_000) as u32,
+                price: uniform(&mut r, 100, 10_000) as i64,
+                name: field(&mut r, 14, 24),
+                data: data_with_original(&mut r),
+            };
+            (k_item(i), item.encode())
+        }),
+    )?;
+    let mut r = rng(2);
+    db.bulk_load(
+        &db.table(WAREHOUSE)?,
+        (1..=t.warehouses).map(|w| {
+            let row = Warehouse {
+                ytd: 30_000_000,
+                tax: uniform(&mut r, 0, 2000) as i32,
+                rest: address(&mut r),
+            };
+            (k_w(w), row.encode())
+        }),
+    )?;
+    let next_o_id = t.customers + 1;
+    db.bulk_load(
+        &db.table(DISTRICT)?,
+        (1..=t.warehouses)
+            .flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d)))
+            .map(|(w, d)| {
+                let row = District {
+                    ytd: 3_000_000,
+                    tax: uniform(&mut r, 0, 2000) as i32,
+                    next_o_id,
+                    rest: address(&mut r),
+                };
+                (k_wd(w, d), row.encode())
+            }),
+    )?;
+    let mut r = rng(3);
+    db.bulk_load(
+        &db.table(STOCK)?,
+        (1..=t.warehouses)
+            .flat_map(|w| (1..=t.items).map(move |i| (w, i)))
+            .map(|(w, i)| {
+                let row = Stock {
+                    quantity: uniform(&mut r, 10, 100) as i32,
+                    ytd: 0,
+                    order_cnt: 0,
+                    remote_cnt: 0,
+                    dist: field(&mut r, 240, 240),
+                    data: data_with_original(&mut r),
+                };
+                (k_stock(w, i), row.encode())
+            }),
+    )?;
+    Ok(())
+}
+
+/// Customer `c`'s last name at load: 1..=1000 in turn, then NURand(255).
+fn load_last_name(t: &Tpcc, r: &mut Rng, c: u32) -> Vec<u8> {
+    if c <= 1000 {
+        last_name(u64::from(c - 1))
+    } else {
+        last_name(nurand(r, 255, C_LAST_LOAD, 0, t.last_names() - 1))
+    }
+}
+
+fn load_customers(t: &Tpcc, db: &Database) -> Result<()> {
+    let mut r = rng(4);
+    let mut names = Vec::with_capacity(t.customer_rows() as usize);
+    let districts = (1..=t.warehouses).flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d)));
+    let rows = districts.flat_map(|(w, d)| (1..=t.customers).map(move |c| (w, d, c)));
+    db.bulk_load(
+        &db.table(CUSTOMER)?,
+        rows.map(|(w, d, c)| {
+            let last = load_last_name(t, &mut r, c);
+            let first: [u8; 16] = field(&mut r, 8, 16);
+            names.push(k_customer_name(w, d, &last, &first, c));
+            let row = Customer {
+                balance: -1000,
+                ytd_payment: 1000,
+                payment_cnt: 1,
+                delivery_cnt: 0,
+                discount: uniform(&mut r, 0, 5000) as i32,
+                credit_lim: 5_000_000,
+                credit: if r.below(10) == 0 { *b"BC" } else { *b"GC" },
+                first,
+                middle: *b"OE",
+                last: padded(&last),
+                since: LOAD_DATE,
+                rest: address(&mut r),
+                data: field(&mut r, 300, 500),
+            };
+            (k_wdi(w, d, c), row.encode())
+        }),
+    )?;
+    names.sort_unstable();
+    db.bulk_load(&db.table(CUSTOMER_BY_NAME)?, names.iter().map(|k| (k, [])))?;
+    let mut r = rng(5);
+    let mut seq = 0u64;
+    let districts = (1..=t.warehouses).flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d)));
+    db.bulk_load(
+        &db.table(HISTORY)?,
+        districts
+            .flat_map(|(w, d)| (1..=t.customers).map(move |c| (w, d, c)))
+            .map(|(w, d, c)| {
+                seq += 1;
+                let row = History {
+                    c_id: c,
+                    c_d: d,
+                    c_w: w,
+                    d,
+                    w,
+                    date: LOAD_DATE,
+                    amount: 1000,
+                    data: field(&mut r, 12, 24),
+                };
+                (key_u64(seq), row.encode())
+            }),
+    )?;
+    Ok(())
+}
+
+fn load_orders(t: &Tpcc, db: &Database) -> Result<()> {
+    let delivered = t.delivered_orders();
+    let (orders, lines) = (db.table(ORDERS)?, db.table(ORDER_LINE)?);
+    let (new_order, index) = (db.table(NEW_ORDER)?, db.table(ORDERS_BY_CUSTOMER)?);
+    let mut r = rng(6);
+    for w in 1..=t.warehouses {
+        for d in 1..=DISTRICTS {
+            let drawn = district_orders(t, w, d);
+            let numbered = || drawn.iter().enumerate().map(|(i, &x)| (i as u32 + 1, x));
+            db.bulk_load(
+                &orders,
+                numbered().map(|(o, (c, ol_cnt))| {
+                    let row = Order {
+                        c_id: c,
+                        entry_d: LOAD_DATE,
+                        carrier_id: if o <= delivered {
+                            uniform(&mut r, 1, 10) as u8
+                        } else {
+                            0
+                        },
+                        ol_cnt,
+                        all_local: 1,
+                    };
+                    (k_wdi(w, d, o), row.encode())
+                }),
+            )?;
+            db.bulk_load(
+                &lines,
+                numbered()
+                    .flat_map(|(o, (_, n))| (1..=n).map(move |l| (o, l)))
+                    .map(|(o, l)| {
+                        let done = o <= delivered;
+                        let row = OrderLine {
+                            i_id: uniform(&mut r, 1, u64::from(t.items)) as u32,
+                            supply_w: w,
+                            delivery_d: if done { LOAD_DATE } else { 0 },
+                            quantity: 5,
+                            amount: if done {
+                                0
+                            } else {
+                                uniform(&mut r, 1, 999_999) as i64
+                            },
+                            dist_info: field(&mut r, 24, 24),
+                        };
+                        (k_order_line(w, d, o, l), row.encode())
+                    }),
+            )?;
+            db.bulk_load(
+                &new_order,
+                (delivered + 1..=t.customers).map(|o| (k_wdi(w, d, o), [])),
+            )?;
+            let mut keys: Vec<[u8; 13]> = numbered()
+                .map(|(o, (c, _))| k_customer_order(w, d, c, o))
+                .collect();
+            keys.sort_unstable();
+            db.bulk_load(&index, keys.iter().map(|k| (k, [])))?;
+        }
+    }
+    Ok(())
+}
