@@ -15,7 +15,9 @@ fn scale() -> Scale {
         accounts_per_branch: 1000,
         tables: 2,
         table_size: 1000,
-        ..Scale::default()
+        warehouses: 1,
+        tpcc_items: 1000,
+        tpcc_customers: 30,
     }
 }
 
