@@ -147,7 +147,7 @@ fn bench_refuses_settings_it_does_not_have() {
         ["--checkpoint-sort", "sideways"],
         ["--device", "floppy"],
         ["--bgwriter", "sometimes"],
-        ["--workload", "tpcc"],
+        ["--workload", "tpcx"],
         ["--wal-block-size", "3KB"],
     ] {
         let run = untorn(["bench", args[0], args[1]]);
