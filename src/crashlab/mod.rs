@@ -32,6 +32,7 @@
 
 pub mod batches;
 mod crash;
+pub mod external;
 pub mod faults;
 pub mod oracle;
 pub mod report;
