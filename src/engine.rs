@@ -41,7 +41,7 @@ pub(crate) struct Engine {
     pub(crate) double_write_stats: Arc<DoubleWriteStats>,
     pub(crate) locks: LockManager,
     pub(crate) checkpoint: CheckpointState,
-    pub(crate) bgwriter: crate::checkpoint::bgwriter::BgWriter,
+    pub(crate) bgwriter: crate::checkpoint::bgwriter_state::BgWriter,
     pub(crate) next_xid: AtomicU64,
     pub(crate) next_file_id: AtomicU32,
     /// Table name -> file id, loaded from the catalog's tree.

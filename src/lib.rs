@@ -52,6 +52,7 @@ mod engine;
 pub mod error;
 pub mod file;
 pub mod lab;
+pub mod latch_count;
 pub mod lsn;
 pub mod options;
 pub mod page;

@@ -109,6 +109,37 @@ settings_enum_text!(TornPageProtection, "torn_page_protection",
     TornPageProtection::Off => "off",
 );
 
+impl TornPageProtection {
+    /// Refuses this mode with page checksums `checksums`: double writes
+    /// find a torn page by its checksum, and without one a torn page would
+    /// be taken as intact and its copy never used.
+    pub fn check_checksums(self, checksums: ChecksumAlgorithm) -> Result<()> {
+        if self == TornPageProtection::DoubleWrites && checksums == ChecksumAlgorithm::Off {
+            return Err(Error::InvalidSetting {
+                name: "torn_page_protection",
+                detail: "double_writes needs page checksums (data_checksums = crc32c or fnv): \
+                         recovery finds a torn page by its checksum; with data_checksums = off \
+                         use full_pages"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a switch from this mode to `to` that cannot be made safely,
+    /// naming both modes. Called before anything is written (the switch
+    /// itself: `protect::switch`).
+    pub fn check_switch(self, to: TornPageProtection, checksums: ChecksumAlgorithm) -> Result<()> {
+        to.check_checksums(checksums).map_err(|e| match e {
+            Error::InvalidSetting { name, detail } => Error::InvalidSetting {
+                name,
+                detail: format!("cannot switch from {self} to {to}: {detail}"),
+            },
+            other => other,
+        })
+    }
+}
+
 settings_enum_text!(WalCompression, "wal_compression",
     WalCompression::Off => "off",
     WalCompression::Lz4 => "lz4",
@@ -219,7 +250,8 @@ impl CreationSettings {
                 "a power of two from 512 to page_size",
             ));
         }
-        crate::protect::check_checksums(self.torn_page_protection, self.data_checksums)
+        self.torn_page_protection
+            .check_checksums(self.data_checksums)
     }
 
     /// Pages per data segment file.
@@ -230,7 +262,7 @@ impl CreationSettings {
     /// Compares a request against what the database was created with. Each
     /// `Some` field of `requested` must equal the stored value, except
     /// `torn_page_protection`: another mode is a switch, checked by
-    /// [`crate::protect::switch::check`].
+    /// [`TornPageProtection::check_switch`].
     pub fn check_requested(&self, requested: &RequestedCreationSettings) -> Result<()> {
         fn cmp<T: PartialEq + fmt::Display>(
             name: &'static str,
@@ -268,13 +300,11 @@ impl CreationSettings {
             requested.data_checksums,
         )?;
         cmp("sector_size", self.sector_size, requested.sector_size)?;
-        crate::protect::switch::check(
-            self.torn_page_protection,
-            requested
-                .torn_page_protection
-                .unwrap_or(self.torn_page_protection),
-            self.data_checksums,
-        )
+        let to = requested
+            .torn_page_protection
+            .unwrap_or(self.torn_page_protection);
+        self.torn_page_protection
+            .check_switch(to, self.data_checksums)
     }
 }
 
@@ -434,5 +464,41 @@ mod tests {
         assert_eq!(parse_size("16mb").unwrap(), 16 * MB);
         assert_eq!(parse_size("4096").unwrap(), 4096);
         assert!(parse_size("8 parsecs").is_err());
+    }
+
+    mod switch {
+        use super::*;
+        use TornPageProtection::*;
+
+        #[test]
+        fn switches_between_modes_are_allowed_with_checksums() {
+            for (from, to) in [
+                (Off, FullPages),
+                (FullPages, Off),
+                (Off, Off),
+                (FullPages, DoubleWrites),
+                (DoubleWrites, Off),
+            ] {
+                from.check_switch(to, ChecksumAlgorithm::Crc32c).unwrap();
+            }
+            DoubleWrites
+                .check_switch(FullPages, ChecksumAlgorithm::Off)
+                .unwrap();
+        }
+
+        #[test]
+        fn a_switch_to_double_writes_without_checksums_is_refused_naming_both_modes() {
+            for from in [Off, FullPages] {
+                let e = from
+                    .check_switch(DoubleWrites, ChecksumAlgorithm::Off)
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    e.contains(&format!("from {from} to double_writes"))
+                        && e.contains("needs page checksums"),
+                    "{e}"
+                );
+            }
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! bytes.
 //!
 //! Rules:
-//! - A page read from disk goes through [`check_node`] once; it returns an
+//! - A page read from disk goes through [`check_node`](super::node_check::check_node) once; it returns an
 //!   error (never panics) on any inconsistency. The accessors and the changes
 //!   assume a page that passed it (or that this module built), so they use
 //!   `debug_assert!` and bounds-checked reads where cheap instead of
@@ -45,8 +45,6 @@
 //! is `8 + low_len + high_len` (high_len counted as 0 when absent).
 
 use super::key_order::{compare, less};
-pub use super::node_check::check_node;
-pub use super::node_split::{set_high_fence, split, truncate_right, SplitHint};
 use crate::page::{
     init_page, lower_upper, set_lower_upper, PageKind, OFF_BLOCK, OFF_FILE_ID, OFF_KIND,
     OFF_SPECIAL, PAGE_HEADER_SIZE,

@@ -6,6 +6,7 @@
 use super::*;
 use crate::btree::node::tests::{inner_entries, leaf, leaf_entries, val, SIZES};
 use crate::btree::node::*;
+use crate::btree::node_check::check_node;
 use crate::page::read_header;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -3,6 +3,7 @@
 //! The page helpers here serve node_split_tests.rs too.
 
 use super::*;
+use crate::btree::node_check::check_node;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

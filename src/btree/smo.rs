@@ -15,7 +15,7 @@
 //!   gets the record's end as page LSN and commit LSN.
 
 use super::tree::{is_node, Tree};
-use super::{meta, node};
+use super::{meta, node, node_split};
 use crate::buffer::{BufferPool, ClaimedFrame, CriticalSection, PageWrite, Pinned};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
@@ -185,11 +185,11 @@ pub fn split_leaf(
             .install_new(claims.pop().expect("claimed"), tree.page(rb))
             .into_write();
         r.mark_dirty();
-        let sep2 = node::split(
+        let sep2 = node_split::split(
             parent.bytes_mut(),
             r.bytes_mut(),
             rb,
-            node::SplitHint::Middle,
+            node_split::SplitHint::Middle,
         );
         let target = if sep >= sep2 {
             r.bytes_mut()
@@ -365,7 +365,7 @@ fn split_leaf_at(left: &mut [u8], right: &mut [u8], right_block: u32, sep: &[u8]
         node::leaf_insert(right, node::key_at(left, i), node::value_at(left, i))
             .expect("the right half of a split fits in an empty leaf");
     }
-    node::truncate_right(left, sep);
+    node_split::truncate_right(left, sep);
 }
 
 /// Frees the leaf covering `key` if it is empty: its key range goes to its
@@ -422,7 +422,7 @@ pub fn free_empty_leaf(
     }
     let mut widened = fb.to_vec();
     let high = node::high_fence(lb).map(|h| h.to_vec());
-    if node::set_high_fence(&mut widened, high.as_deref()).is_err() {
+    if node_split::set_high_fence(&mut widened, high.as_deref()).is_err() {
         return Ok(false);
     }
     let _critical = CriticalSection::new(pool);

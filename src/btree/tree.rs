@@ -40,7 +40,7 @@ pub fn is_node(b: &[u8]) -> bool {
 /// Checks a page read from disk by its kind (the buffer pool's validator).
 pub fn validate_page(b: &[u8]) -> std::result::Result<(), String> {
     match read_header(b).map_err(|e| e.to_string())?.kind {
-        PageKind::Leaf | PageKind::Inner => node::check_node(b),
+        PageKind::Leaf | PageKind::Inner => super::node_check::check_node(b),
         PageKind::Meta => meta::check_meta(b),
         PageKind::Free | PageKind::Raw => Ok(()),
     }

@@ -7,28 +7,9 @@ use crate::file::Issuer;
 use crate::Lsn;
 use std::sync::atomic::Ordering::*;
 
-// The page latches this thread holds through guards, counted where the
-// rule "no latch is held across a WAL flush" can be checked cheaply: in
-// debug builds and the library's own tests.
-#[cfg(any(test, debug_assertions))]
-thread_local! {
-    static LATCHES_HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
 #[inline]
 fn held(delta: isize) {
-    #[cfg(any(test, debug_assertions))]
-    LATCHES_HELD.with(|n| n.set(n.get().wrapping_add_signed(delta)));
-    let _ = delta;
-}
-
-/// How many page latches this thread holds through guards (0 in release
-/// builds, which do not count them).
-pub fn latches_held() -> usize {
-    #[cfg(any(test, debug_assertions))]
-    return LATCHES_HELD.with(|n| n.get());
-    #[cfg(not(any(test, debug_assertions)))]
-    0
+    crate::latch_count::add(delta);
 }
 
 impl Drop for ClaimedFrame<'_> {

@@ -24,9 +24,10 @@ mod guard;
 mod lifecycle;
 mod pool_io;
 
+pub use crate::latch_count::latches_held;
 pub use ahead::CleanScan;
 pub use frame::{FrameData, PageId};
-pub use guard::{latches_held, PageRead, PageWrite};
+pub use guard::{PageRead, PageWrite};
 pub use pool_io::{DataFiles, PageCopy};
 
 use crate::error::{Error, Result};

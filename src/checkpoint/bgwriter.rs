@@ -26,8 +26,7 @@ use crate::buffer::CleanScan;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::file::Issuer;
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::atomic::Ordering::*;
 use std::time::Duration;
 
 /// How often the thread looks at the clock and the stop flag (real time).
@@ -37,68 +36,6 @@ const SMOOTHING_SAMPLES: f64 = 16.0;
 /// An idle pool is still scanned whole this often (PostgreSQL's
 /// scan_whole_pool_milliseconds).
 const SCAN_WHOLE_POOL: Duration = Duration::from_secs(120);
-
-/// Background writer figures since opening (pg_stat_bgwriter; the pages it
-/// wrote are in `IoStats` under `Issuer::BackgroundWriter`).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct BgWriterStats {
-    /// Rounds run.
-    pub rounds: u64,
-    /// Pages written (buffers_clean).
-    pub pages_written: u64,
-    /// Rounds that stopped at `bgwriter_lru_maxpages` (maxwritten_clean).
-    pub maxwritten_clean: u64,
-}
-
-/// What a round carries over to the next.
-struct Estimates {
-    /// The hand's position and the pool's claims at the last round.
-    prev_hand: u64,
-    prev_claims: u64,
-    /// The next position to look at: at or ahead of the hand while it
-    /// has not lapped us.
-    next_to_clean: u64,
-    smoothed_alloc: f64,
-    smoothed_density: f64,
-    /// False until the first round has set the fields above.
-    primed: bool,
-}
-
-/// The background writer's state in the engine.
-pub(crate) struct BgWriter {
-    estimates: Mutex<Estimates>,
-    rounds: AtomicU64,
-    pages_written: AtomicU64,
-    maxwritten_clean: AtomicU64,
-}
-
-impl Default for BgWriter {
-    fn default() -> Self {
-        BgWriter {
-            estimates: Mutex::new(Estimates {
-                prev_hand: 0,
-                prev_claims: 0,
-                next_to_clean: 0,
-                smoothed_alloc: 0.0,
-                smoothed_density: 10.0,
-                primed: false,
-            }),
-            rounds: AtomicU64::new(0),
-            pages_written: AtomicU64::new(0),
-            maxwritten_clean: AtomicU64::new(0),
-        }
-    }
-}
-
-impl BgWriter {
-    pub(crate) fn stats(&self) -> BgWriterStats {
-        BgWriterStats {
-            rounds: self.rounds.load(Relaxed),
-            pages_written: self.pages_written.load(Relaxed),
-            maxwritten_clean: self.maxwritten_clean.load(Relaxed),
-        }
-    }
-}
 
 /// One round (see the module comment). Returns what its scan did; does
 /// nothing with `bgwriter_lru_maxpages = 0`.

@@ -1,6 +1,7 @@
 //! Tests of the background writer: who writes the dirty victims of a
 //! workload larger than the pool, with it on and off.
 use super::*;
+use crate::checkpoint::BgWriterStats;
 use crate::clock::Clock;
 use crate::crashlab::sim::SimFileSystem;
 use crate::file::{FileKind, FileSystem, IoOp, IoStats};

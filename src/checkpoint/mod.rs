@@ -24,13 +24,14 @@
 
 pub(crate) mod background;
 pub(crate) mod bgwriter;
+pub(crate) mod bgwriter_state;
 pub(crate) mod pacing;
 pub(crate) mod procedure;
 pub mod record;
 #[cfg(test)]
 mod tests;
 
-pub use bgwriter::BgWriterStats;
+pub use bgwriter_state::BgWriterStats;
 pub use record::{CheckpointInfo, CHECKPOINT_INFO_SIZE};
 
 use crate::Lsn;

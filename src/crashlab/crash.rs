@@ -10,7 +10,7 @@
 //! detection rate.
 
 use super::batches;
-use super::run::{data_dir, Damage, Iteration, DB_DIR};
+use super::iteration::{data_dir, Damage, Iteration, DB_DIR};
 use super::sim::TraceKind;
 use super::Fault;
 use crate::control::ControlFile;

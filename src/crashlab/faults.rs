@@ -23,8 +23,8 @@
 //!   what it reads), works, and the power fails: whatever the restart read
 //!   and acted on must survive, not only what the dead process fsynced.
 
+use super::iteration::{Damage, Iteration, Outcome, DB_DIR};
 use super::oracle::Tab;
-use super::run::{Damage, Iteration, Outcome, DB_DIR};
 use super::workload::{self, Tables, TxnEnd};
 use super::Fault;
 use crate::db::{key_u64, Database};

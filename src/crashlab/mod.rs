@@ -32,7 +32,9 @@
 
 pub mod batches;
 mod crash;
+pub mod external;
 pub mod faults;
+pub mod iteration;
 pub mod oracle;
 pub mod report;
 pub mod run;

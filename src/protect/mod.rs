@@ -90,19 +90,3 @@ pub fn page_write_protection(
         }
     }
 }
-
-/// Refuses `mode` with page checksums `checksums`: double writes find a
-/// torn page by its checksum, and without one a torn page would be taken
-/// as intact and its copy never used.
-pub fn check_checksums(mode: TornPageProtection, checksums: ChecksumAlgorithm) -> Result<()> {
-    if mode == TornPageProtection::DoubleWrites && checksums == ChecksumAlgorithm::Off {
-        return Err(crate::Error::InvalidSetting {
-            name: "torn_page_protection",
-            detail: "double_writes needs page checksums (data_checksums = crc32c or fnv): \
-                     recovery finds a torn page by its checksum; with data_checksums = off \
-                     use full_pages"
-                .into(),
-        });
-    }
-    Ok(())
-}

@@ -39,23 +39,7 @@ use crate::control::DbState;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::file::Issuer;
-use crate::settings::{ChecksumAlgorithm, TornPageProtection};
-
-/// Refuses a switch from `from` to `to` that cannot be made safely, naming
-/// both modes. Called before anything is written.
-pub fn check(
-    from: TornPageProtection,
-    to: TornPageProtection,
-    checksums: ChecksumAlgorithm,
-) -> Result<()> {
-    super::check_checksums(to, checksums).map_err(|e| match e {
-        crate::Error::InvalidSetting { name, detail } => crate::Error::InvalidSetting {
-            name,
-            detail: format!("cannot switch from {from} to {to}: {detail}"),
-        },
-        other => other,
-    })
-}
+use crate::settings::TornPageProtection;
 
 /// After the end-of-recovery checkpoint: if the options ask for another
 /// mode than the one in force, records it in the control file (durably)
@@ -95,7 +79,7 @@ fn switch(
     start: &AreaStart,
 ) -> Result<()> {
     let checksums = engine.control.lock().settings.data_checksums;
-    check(from, to, checksums)?;
+    from.check_switch(to, checksums)?;
     // The write path first: with double writes the area exists before the
     // control file promises it. Nothing writes a page in between (no
     // background thread or caller runs yet).
@@ -145,38 +129,4 @@ fn switch(
         "torn_page_protection switched after the end-of-recovery checkpoint"
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use TornPageProtection::*;
-
-    #[test]
-    fn switches_between_modes_are_allowed_with_checksums() {
-        for (from, to) in [
-            (Off, FullPages),
-            (FullPages, Off),
-            (Off, Off),
-            (FullPages, DoubleWrites),
-            (DoubleWrites, Off),
-        ] {
-            check(from, to, ChecksumAlgorithm::Crc32c).unwrap();
-        }
-        check(DoubleWrites, FullPages, ChecksumAlgorithm::Off).unwrap();
-    }
-
-    #[test]
-    fn a_switch_to_double_writes_without_checksums_is_refused_naming_both_modes() {
-        for from in [Off, FullPages] {
-            let e = check(from, DoubleWrites, ChecksumAlgorithm::Off)
-                .unwrap_err()
-                .to_string();
-            assert!(
-                e.contains(&format!("from {from} to double_writes"))
-                    && e.contains("needs page checksums"),
-                "{e}"
-            );
-        }
-    }
 }

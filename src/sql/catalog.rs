@@ -290,3 +290,18 @@ fn largest_id(
     }
     Ok(max)
 }
+
+/// The position of column `name` in `cols` (42703 if none).
+pub(super) fn column_of(cols: &[ColumnDef], name: &str) -> Result<usize, SqlError> {
+    cols.iter().position(|c| c.name == name).ok_or_else(|| {
+        SqlError::new(
+            codes::UNDEFINED_COLUMN,
+            format!("column \"{name}\" does not exist"),
+        )
+    })
+}
+
+/// The columns as an expression scope sees them.
+pub(super) fn scope_columns(cols: &[ColumnDef]) -> Vec<(String, SqlType)> {
+    cols.iter().map(|c| (c.name.clone(), c.ty)).collect()
+}

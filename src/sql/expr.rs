@@ -435,3 +435,17 @@ impl Expr {
         }
     }
 }
+
+/// The table a FROM item names: a plain table, nothing else (0A000).
+pub(super) fn table_factor(tf: &ast::TableFactor, sql: &str) -> Result<String, SqlError> {
+    match tf {
+        ast::TableFactor::Table {
+            name,
+            args: None,
+            with_hints,
+            partitions,
+            ..
+        } if with_hints.is_empty() && partitions.is_empty() => object_name(name, sql),
+        _ => Err(SqlError::not_supported(sql)),
+    }
+}

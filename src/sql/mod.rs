@@ -35,6 +35,7 @@ mod query;
 mod row;
 mod script;
 mod session;
+mod session_copy;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! Everything else is 0A000, never a guess. DDL is mapped in `parse_ddl`,
 //! SELECT in `parse_select`; INSERT, UPDATE and DELETE here.
 
-use super::catalog::{Catalog, ColumnDef, TableMeta};
-use super::expr::{ident, object_name, Scope};
+use super::catalog::{column_of, scope_columns, Catalog, ColumnDef, TableMeta};
+use super::expr::{ident, object_name, table_factor, Scope};
 use super::limits::Limits;
 use super::parse_ddl::{alter_table, create_index, create_table};
 use super::parse_select::select;
@@ -184,19 +184,6 @@ fn timeout(value: &ast::Expr, sql: &str) -> Result<Option<std::time::Duration>, 
     Ok((us > 0).then_some(std::time::Duration::from_micros(us)))
 }
 
-pub(super) fn column_of(cols: &[ColumnDef], name: &str) -> Result<usize, SqlError> {
-    cols.iter().position(|c| c.name == name).ok_or_else(|| {
-        SqlError::new(
-            codes::UNDEFINED_COLUMN,
-            format!("column \"{name}\" does not exist"),
-        )
-    })
-}
-
-pub(super) fn scope_columns(cols: &[ColumnDef]) -> Vec<(String, SqlType)> {
-    cols.iter().map(|c| (c.name.clone(), c.ty)).collect()
-}
-
 fn targets(
     cols: &[ColumnDef],
     names: impl Iterator<Item = String>,
@@ -209,19 +196,6 @@ fn targets(
     } else {
         t
     })
-}
-
-pub(super) fn table_factor(tf: &ast::TableFactor, sql: &str) -> Result<String, SqlError> {
-    match tf {
-        ast::TableFactor::Table {
-            name,
-            args: None,
-            with_hints,
-            partitions,
-            ..
-        } if with_hints.is_empty() && partitions.is_empty() => object_name(name, sql),
-        _ => Err(SqlError::not_supported(sql)),
-    }
 }
 
 /// Calls `build` with the table `relation` names, its catalog entry and a

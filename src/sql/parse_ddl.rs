@@ -1,10 +1,10 @@
 //! DDL statements mapped onto plans: CREATE TABLE with its column types,
 //! CREATE INDEX on one column, ALTER TABLE ... ADD PRIMARY KEY.
 
+use super::catalog::column_of;
 use super::catalog::{Catalog, ColumnDef};
 use super::expr::{ident, object_name, Expr, Scope};
 use super::limits::Limits;
-use super::parse::column_of;
 use super::plan::Plan;
 use super::types::{SqlError, SqlType};
 use sqlparser::ast;

@@ -1,10 +1,11 @@
 //! SELECT mapped onto a plan: one table or none, filters, aggregates,
 //! DISTINCT, ORDER BY and LIMIT.
 
+use super::catalog::scope_columns;
 use super::catalog::Catalog;
+use super::expr::table_factor;
 use super::expr::{ident, object_name, Expr, Scope};
 use super::limits::Limits;
-use super::parse::{scope_columns, table_factor};
 use super::plan::{default_name, table_access, Access, Item, Select};
 use super::types::{Column, SqlError, SqlType};
 use sqlparser::ast;

@@ -1,7 +1,7 @@
 //! The writer's configuration and its counters.
 
-use super::format::validate_sizes;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::settings::{GB, MB, WAL_BLOCK_SIZES};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// The sizes the WAL was created with, the database's identity, and the
@@ -24,17 +24,41 @@ pub struct WalConfig {
 }
 
 impl WalConfig {
-    /// Checks the sizes (see [`super::format::validate_sizes`]).
+    /// Checks the sizes (see [`validate_sizes`]).
     pub fn validate(&self) -> Result<()> {
         validate_sizes(self.block_size, self.segment_size)?;
         let sector = self.sector_size;
         if !sector.is_power_of_two() || sector < crate::settings::MIN_SECTOR_SIZE {
-            return Err(crate::error::Error::Invalid(format!(
+            return Err(Error::Invalid(format!(
                 "WAL sector size {sector} is not a power of two of at least 512"
             )));
         }
         Ok(())
     }
+}
+
+/// Checks the sizes a WAL is created with: the block size one of
+/// [`WAL_BLOCK_SIZES`], the segment size a power of two from 1 MB to 1 GB
+/// holding at least two blocks.
+pub fn validate_sizes(block_size: u32, segment_size: u64) -> Result<()> {
+    if !WAL_BLOCK_SIZES.contains(&block_size) {
+        return Err(Error::InvalidSetting {
+            name: "wal_block_size",
+            detail: format!("{block_size} is not a power of two from 1024 to 65536"),
+        });
+    }
+    if !segment_size.is_power_of_two()
+        || !(MB..=GB).contains(&segment_size)
+        || segment_size / block_size as u64 <= 1
+    {
+        return Err(Error::InvalidSetting {
+            name: "wal_segment_size",
+            detail: format!(
+                "{segment_size} must be a power of two from 1 MB to 1 GB holding at least two blocks of {block_size}"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// WAL activity since the writer was created (pg_stat_wal's figures and
@@ -133,5 +157,18 @@ impl Counters {
             segments_recycled: l(&c.segments_recycled),
             segments_removed: l(&c.segments_removed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert!(validate_sizes(1024, MB).is_ok());
+        assert!(validate_sizes(65536, MB).is_ok());
+        assert!(validate_sizes(3000, MB).is_err());
+        assert!(validate_sizes(8192, 3 * MB).is_err());
     }
 }

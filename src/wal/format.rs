@@ -7,9 +7,6 @@
 //! `None` when the slice is too short; the reader decides what the values
 //! mean.
 
-use crate::error::{Error, Result};
-use crate::settings::{GB, MB, WAL_BLOCK_SIZES};
-
 /// `"UNTW"` read as a little-endian u32: the first four bytes of every page.
 pub const PAGE_MAGIC: u32 = 0x5754_4E55;
 /// The only page header version written and accepted. Version 2: every
@@ -231,30 +228,6 @@ impl RecordHeader {
     }
 }
 
-/// Checks the sizes a WAL is created with: the block size one of
-/// [`WAL_BLOCK_SIZES`], the segment size a power of two from 1 MB to 1 GB
-/// holding at least two blocks.
-pub fn validate_sizes(block_size: u32, segment_size: u64) -> Result<()> {
-    if !WAL_BLOCK_SIZES.contains(&block_size) {
-        return Err(Error::InvalidSetting {
-            name: "wal_block_size",
-            detail: format!("{block_size} is not a power of two from 1024 to 65536"),
-        });
-    }
-    if !segment_size.is_power_of_two()
-        || !(MB..=GB).contains(&segment_size)
-        || segment_size / block_size as u64 <= 1
-    {
-        return Err(Error::InvalidSetting {
-            name: "wal_segment_size",
-            detail: format!(
-                "{segment_size} must be a power of two from 1 MB to 1 GB holding at least two blocks of {block_size}"
-            ),
-        });
-    }
-    Ok(())
-}
-
 /// LSN arithmetic for one block size and segment size (both powers of
 /// two), and the device sector every flush starts and ends on: a flush
 /// never writes into a sector that holds durable WAL, so a torn write
@@ -331,6 +304,7 @@ impl Geometry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::MB;
     use crate::wal::WalConfig;
 
     #[test]
@@ -416,9 +390,5 @@ mod tests {
         assert_eq!(g4.flush_boundary(1024 - 24), None);
         assert_eq!(g4.flush_boundary(4096 - 24), Some(4096));
         assert_eq!(g4.flush_boundary(4096), Some(4096));
-        assert!(validate_sizes(1024, MB).is_ok());
-        assert!(validate_sizes(65536, MB).is_ok());
-        assert!(validate_sizes(3000, MB).is_err());
-        assert!(validate_sizes(8192, 3 * MB).is_err());
     }
 }

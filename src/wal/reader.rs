@@ -21,10 +21,10 @@
 //!   them, on the boundary, where the writer continues without writing
 //!   into a sector that holds durable WAL. Padding records are skipped.
 
-use super::config::WalConfig;
+use super::config::{validate_sizes, WalConfig};
 use super::end::EndOfWal;
 use super::format::{
-    align_up, validate_sizes, Geometry, PageHeader, RecordHeader, MAX_RECORD_LEN, PAGE_FLAGS_KNOWN,
+    align_up, Geometry, PageHeader, RecordHeader, MAX_RECORD_LEN, PAGE_FLAGS_KNOWN,
     PAGE_FLAG_CONTINUATION, PAGE_FLAG_FIRST_IN_SEGMENT, PAGE_HEADER_VERSION, PAGE_MAGIC,
     RECORD_ALIGN, RECORD_HEADER_LEN, RECORD_KIND_PADDING,
 };

@@ -295,7 +295,7 @@ impl Wal {
         // the flush's I/O (correctness.md: no latch across a WAL flush).
         #[cfg(any(test, debug_assertions))]
         assert_eq!(
-            crate::buffer::latches_held(),
+            crate::latch_count::latches_held(),
             0,
             "a WAL flush with a page latch held"
         );

@@ -27,6 +27,9 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The directory of the shard files, under the database directory.
 pub const AREA_DIR: &str = "dw";
 
+/// The file of deferred pages, in the area's directory.
+pub const DEFERRED_FILE: &str = "deferred";
+
 /// The file header is one sector, so it is never torn after creation.
 const FILE_HEADER_LEN: usize = 512;
 const FILE_HEADER_CRC_AT: usize = FILE_HEADER_LEN - 4;

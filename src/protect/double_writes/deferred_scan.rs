@@ -15,13 +15,12 @@
 //! build's manifest (version 2 or 1) keeps that build's rule: any intact
 //! slot.
 
-use super::area::{check_image, CopyImage, SlotCopy, SlotDamage, AREA_DIR};
+use super::area::{check_image, CopyImage, SlotCopy, SlotDamage, AREA_DIR, DEFERRED_FILE};
 use super::manifest::{
     self, legacy_manifest_path, FoundManifest, ManifestEntry, ManifestOwner, ManifestParts,
 };
-use super::recover::read_blocks;
 use super::restore::DamagedDurable;
-use super::writer::DEFERRED_FILE;
+use super::shard_file::read_blocks;
 use crate::checksum::crc::crc32c;
 use crate::control::ControlFile;
 use crate::error::{Error, Result};

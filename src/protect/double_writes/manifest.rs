@@ -420,7 +420,7 @@ pub fn read_bytes(file: &dyn File, who: Issuer) -> Result<Option<Vec<u8>>> {
     let mut bytes = vec![0u8; file.len()? as usize];
     match file.read_exact_at(&mut bytes, 0, who) {
         Ok(()) => Ok(Some(bytes)),
-        Err(e) if super::recover::is_eio(&e) => Ok(None),
+        Err(e) if super::shard_file::is_eio(&e) => Ok(None),
         Err(e) => Err(e),
     }
 }

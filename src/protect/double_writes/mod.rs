@@ -43,5 +43,5 @@ pub mod stats;
 pub mod writer;
 
 pub use settings::AreaSettings;
-pub use stats::DoubleWriteStats;
-pub use writer::{DoubleWrites, ShardStats};
+pub use stats::{DoubleWriteStats, ShardStats};
+pub use writer::DoubleWrites;

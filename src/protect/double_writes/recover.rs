@@ -17,11 +17,13 @@
 //! a switch out of double writes still finds its copies. Without `dw/` the
 //! only cost is one lookup of the directory.
 
-use super::area::{check_image, scan_shard, CopyImage, Expect, Shard, SlotCopy, AREA_DIR};
+use super::area::{
+    check_image, scan_shard, CopyImage, Expect, Shard, SlotCopy, AREA_DIR, DEFERRED_FILE,
+};
 use super::deferred_scan::{self, ManifestStart};
 use super::manifest::is_legacy_manifest_name;
 use super::restore::{plan_restore, BadPage, PageCheck, Restore, RestoreCounts, RestoreInput};
-use super::writer::DEFERRED_FILE;
+use super::shard_file::read_blocks;
 use crate::buffer::DataFiles;
 use crate::control::ControlFile;
 use crate::error::{Error, Result};
@@ -290,37 +292,6 @@ fn read_shard(file: &dyn crate::file::File, page_size: usize) -> Result<(Vec<u8>
     let mut bytes = vec![0u8; file.len()? as usize];
     let unreadable = read_blocks(file, 0, &mut bytes, page_size)?;
     Ok((bytes, unreadable))
-}
-
-/// Fills `buf` from `offset` of `file`, a block that fails with EIO
-/// reading as zeros; returns how many did.
-pub(super) fn read_blocks(
-    file: &dyn crate::file::File,
-    offset: u64,
-    buf: &mut [u8],
-    page_size: usize,
-) -> Result<u64> {
-    match file.read_exact_at(buf, offset, Issuer::Recovery) {
-        Err(e) if is_eio(&e) => {}
-        other => return other.map(|()| 0),
-    }
-    // Block by block, to lose only the unreadable ones.
-    let mut unreadable = 0;
-    for (i, block) in buf.chunks_mut(page_size).enumerate() {
-        match file.read_exact_at(block, offset + (i * page_size) as u64, Issuer::Recovery) {
-            Ok(()) => {}
-            Err(e) if is_eio(&e) => {
-                block.fill(0);
-                unreadable += 1;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(unreadable)
-}
-
-pub(super) fn is_eio(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::EIO))
 }
 
 /// Reads a data page and checks it as the buffer pool does (checksum,

@@ -243,6 +243,37 @@ pub fn shard_of(who: Issuer) -> Shard {
     }
 }
 
+/// Fills `buf` from `offset` of `file`, a block that fails with EIO
+/// reading as zeros; returns how many did.
+pub(super) fn read_blocks(
+    file: &dyn crate::file::File,
+    offset: u64,
+    buf: &mut [u8],
+    page_size: usize,
+) -> Result<u64> {
+    match file.read_exact_at(buf, offset, Issuer::Recovery) {
+        Err(e) if is_eio(&e) => {}
+        other => return other.map(|()| 0),
+    }
+    // Block by block, to lose only the unreadable ones.
+    let mut unreadable = 0;
+    for (i, block) in buf.chunks_mut(page_size).enumerate() {
+        match file.read_exact_at(block, offset + (i * page_size) as u64, Issuer::Recovery) {
+            Ok(()) => {}
+            Err(e) if is_eio(&e) => {
+                block.fill(0);
+                unreadable += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(unreadable)
+}
+
+pub(super) fn is_eio(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::EIO))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

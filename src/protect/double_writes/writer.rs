@@ -23,14 +23,16 @@
 //! shutdown, a switch) writes them in place, the slots serving as their
 //! copies (`write_back.rs`).
 
-use super::area::{encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard};
+use super::area::{
+    encode_batch_header, slots_per_batch, BatchPage, FileHeader, Shard, DEFERRED_FILE,
+};
 use super::deferred::DeferredPages;
 use super::manifest::ManifestOwner;
 use super::recover::AreaStart;
 use super::ring::{Mark, Reserve, Ring};
 use super::settings::AreaSettings;
 use super::shard_file::{self, shard_of, AlignedBuf, GroupSync};
-use super::stats::DoubleWriteStats;
+use super::stats::{DoubleWriteStats, ShardStats};
 use crate::buffer::{DataFiles, PageCopy, PageId, PageSet, PageWriteProtection, WriteTicket};
 use crate::error::Result;
 use crate::file::segmented::{DurabilityMark, SegmentedFile};
@@ -41,47 +43,6 @@ use parking_lot::{Condvar, Mutex};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
-
-/// Counters of one shard.
-#[derive(Default, Debug)]
-pub struct ShardStats {
-    /// Page images written to the area.
-    pub pages: AtomicU64,
-    /// Batches (header blocks) written.
-    pub batches: AtomicU64,
-    /// Write calls (each carries one or more batches).
-    pub writes: AtomicU64,
-    /// fsyncs of the shard file (shared by the writes they covered).
-    pub fsyncs: AtomicU64,
-    /// Data-file fsyncs a writer ran to reuse slots whose pages were not
-    /// yet durable in place.
-    pub slot_syncs: AtomicU64,
-    /// Times a writer waited for an entry in flight to free its blocks.
-    pub slot_waits: AtomicU64,
-    /// Data-file fsyncs the background syncer ran ahead of the writers
-    /// (`double_write_sync_ahead`).
-    pub syncs_ahead: AtomicU64,
-    /// Pages this writer stored in `dw/deferred` instead of writing them
-    /// (`double_write_defer_in_place`).
-    pub deferred: AtomicU64,
-    /// Deferred pages this writer wrote back in place.
-    pub written_back: AtomicU64,
-    /// fsyncs of `dw/deferred` that made a write-back's slots its pages'
-    /// double-write copies (one per write-back).
-    pub deferred_fsyncs: AtomicU64,
-    /// Manifests of `dw/deferred`'s durable slots written (one per
-    /// checkpoint: an fsync of `dw/deferred` and one of the manifest).
-    pub manifests: AtomicU64,
-    /// Deferred copies this writer's writes made obsolete before their
-    /// write-back (a newer copy, or the page written in place).
-    pub obsolete: AtomicU64,
-    /// Pages this writer's reads found in `dw/deferred` instead of their
-    /// data file.
-    pub reads: AtomicU64,
-    /// Manifest and write-back list pages this writer wrote into
-    /// `dw/deferred`: its bookkeeping, beside the page images.
-    pub deferred_meta_pages: AtomicU64,
-}
 
 /// A data file's mark, for the ring.
 #[derive(Clone)]
@@ -140,9 +101,6 @@ pub struct DoubleWrites {
     /// `dw/deferred` too (it writes none back: see `begin_checkpoint`).
     checkpoint_defers: AtomicBool,
 }
-
-/// The file of deferred pages, under the database directory.
-pub const DEFERRED_FILE: &str = "deferred";
 
 /// A ticket's entry when no page went through the area.
 const NO_ENTRY: u64 = u64::MAX;

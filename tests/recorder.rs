@@ -1,0 +1,378 @@
+//! The external crash laboratory's recorder (issue 38,
+//! src/crashlab/external/): every intercepted call of a small C program is
+//! in the log, the replay gives the live directory back byte for byte, and
+//! `untorn serve` recorded under pgbench, killed, gives crash images that
+//! keep every acknowledged commit under full_pages.
+
+mod common;
+
+use common::serve::client;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, UNIX_EPOCH};
+use untorn::crashlab::external::image::{self, copy_tree, Faults};
+use untorn::crashlab::external::log::{self, Log, Op};
+use untorn::crashlab::external::{recorder, replay::Model};
+use untorn::rng::SplitMix64;
+
+fn library() -> PathBuf {
+    recorder::build(Path::new(env!("CARGO_TARGET_TMPDIR"))).expect("build the recorder")
+}
+
+fn run_calls(dir: &Path, outside: &Path, log_path: &Path) {
+    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("recorder_calls");
+    let cc = Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&bin)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/recorder_calls.c"
+        ))
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let mut c = Command::new(&bin);
+    c.arg(dir).arg(outside);
+    recorder::under_recorder(&mut c, &library(), dir, log_path);
+    assert!(c.status().unwrap().success());
+}
+
+#[test]
+fn every_intercepted_call_is_logged_and_the_replay_matches_the_live_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let (dir, snap, log_path) = (
+        t.path().join("d"),
+        t.path().join("snap"),
+        t.path().join("log"),
+    );
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("before"), b"in the snapshot").unwrap();
+    copy_tree(&dir, &snap).unwrap();
+    run_calls(&dir, &t.path().join("outside"), &log_path);
+
+    let log = Log::read(&log_path).unwrap();
+    let ops: BTreeSet<_> = log.records.iter().map(|r| format!("{:?}", r.op)).collect();
+    for op in [
+        Op::Open,
+        Op::Write,
+        Op::Fsync,
+        Op::Fdatasync,
+        Op::Syncfs,
+        Op::SyncFileRange,
+        Op::Truncate,
+        Op::Fallocate,
+        Op::Rename,
+        Op::Link,
+        Op::Unlink,
+        Op::Mkdir,
+        Op::Rmdir,
+        Op::Dup,
+        Op::Close,
+    ] {
+        assert!(
+            ops.contains(&format!("{op:?}")),
+            "no {op:?} record: {ops:?}"
+        );
+    }
+    let writes = |f: &dyn Fn(&log::Record) -> bool| log.records.iter().filter(|r| f(r)).count();
+    // write, pwrite, pwrite64, writev, pwritev, pwritev2, the one after the
+    // rename (a); write, the O_APPEND write (b); four through duplicates and
+    // one O_DSYNC (c).
+    assert_eq!(
+        writes(&|r| r.op == Op::Write),
+        7 + 2 + 5,
+        "{:#?}",
+        log.records
+    );
+    assert_eq!(
+        writes(&|r| r.op == Op::Write && r.flags & log::F_DSYNC != 0),
+        1
+    );
+    assert_eq!(
+        writes(&|r| r.op == Op::Write && r.offset == 1234 && r.length == 4321),
+        1
+    );
+    assert_eq!(writes(&|r| r.op == Op::Dup), 4);
+    assert_eq!(
+        writes(&|r| r.path.contains("outside")),
+        0,
+        "outside recorded"
+    );
+    assert_eq!(writes(&|r| r.op == Op::Mkdir), 3);
+
+    let mut model = Model::from_snapshot(&snap, &log).unwrap();
+    model.replay_to(log.records.len());
+    assert!(model.unplaced.is_empty(), "{:?}", model.unplaced);
+    let live = image::live_view(&model);
+    assert_eq!(live.diff(&dir).unwrap(), Vec::<String>::new());
+    // Written out, the replay is the live directory.
+    let out = t.path().join("out");
+    live.write_to(&out).unwrap();
+    let mut again = Model::from_snapshot(&out, &log).unwrap();
+    again.replay_to(0);
+    assert_eq!(
+        image::live_view(&again).diff(&dir).unwrap(),
+        Vec::<String>::new()
+    );
+
+    // The log ends with a syncfs: every crash there keeps everything.
+    for seed in 0..20 {
+        let (img, c) = image::crash(
+            &model,
+            Faults {
+                tear: true,
+                sector: 512,
+            },
+            &mut SplitMix64::new(seed),
+        );
+        assert_eq!(c.pending_writes, 0);
+        assert_eq!(img.diff(&dir).unwrap(), Vec::<String>::new());
+    }
+    // Before the first fsync of `a`, its writes are pending: some crash
+    // loses or tears them, and none keeps a name the directory sync had not
+    // covered beyond a prefix.
+    let first_fsync = log.records.iter().position(|r| r.op == Op::Fsync).unwrap();
+    let mut early = Model::from_snapshot(&snap, &log).unwrap();
+    early.replay_to(first_fsync);
+    let differs = (0..20).any(|seed| {
+        let (img, c) = image::crash(
+            &early,
+            Faults {
+                tear: true,
+                sector: 512,
+            },
+            &mut SplitMix64::new(seed),
+        );
+        assert!(c.pending_writes >= 6);
+        !image::live_view(&early)
+            .files
+            .values()
+            .eq(img.files.values())
+    });
+    assert!(differs, "no crash changed anything");
+
+    // A change the recorder did not see (as an mmap write would be) is
+    // reported.
+    std::fs::write(dir.join("c3"), b"changed behind the recorder's back").unwrap();
+    let diff = live.diff(&dir).unwrap();
+    assert!(diff.len() == 1 && diff[0].starts_with("c3:"), "{diff:?}");
+}
+
+#[test]
+fn a_torn_write_leaves_each_sector_old_or_new() {
+    let mut rng = SplitMix64::new(7);
+    for _ in 0..200 {
+        let old = vec![1u8; 4096];
+        let new = vec![2u8; 8192];
+        let mut bytes = old.clone();
+        image::tear(&mut bytes, 1024, &new, 512, &mut rng);
+        assert!(bytes.len() >= 4096 && bytes.len() <= 9216 && bytes.len().is_multiple_of(512));
+        for s in bytes.chunks(512) {
+            assert!(s.iter().all(|&b| b == s[0]), "a sector mixes old and new");
+        }
+    }
+}
+
+/// `untorn serve` on `db`, under the recorder when `record` names the
+/// library and log; returns it and its port.
+fn serve(db: &Path, record: Option<(&Path, &Path)>) -> (std::process::Child, u16) {
+    let mut c = common::serve_command(db);
+    c.args([
+        "--torn-page-protection",
+        "full_pages",
+        "--checkpoint-timeout",
+        "1",
+    ]);
+    if let Some((lib, log_path)) = record {
+        recorder::under_recorder(&mut c, lib, db, log_path);
+    }
+    let mut child = c.stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let port = line
+        .rsplit_once("listening on 127.0.0.1:")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    (child, port)
+}
+
+fn pgbench(port: u16, args: &[&str]) -> std::process::Output {
+    let mut c = client("pgbench");
+    c.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "bench"])
+        .args(args)
+        .arg("bench");
+    c.output().unwrap()
+}
+
+/// Completion times (ns since the epoch) of the transactions pgbench
+/// logged with -l: every one was acknowledged.
+fn acknowledged(dir: &Path) -> Vec<u64> {
+    let mut acks = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        for l in text.lines() {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() >= 6 && f[2].parse::<u64>().is_ok() {
+                let (s, us): (u64, u64) = (f[4].parse().unwrap(), f[5].parse().unwrap());
+                acks.push(s * 1_000_000_000 + us * 1000);
+            }
+        }
+    }
+    acks
+}
+
+#[test]
+fn serve_killed_under_the_recorder_gives_images_that_keep_every_commit() {
+    let t = tempfile::tempdir().unwrap();
+    let (db, snap, log_path) = (
+        t.path().join("db"),
+        t.path().join("snap"),
+        t.path().join("log"),
+    );
+    let (mut child, port) = serve(&db, None);
+    assert!(pgbench(port, &["-i", "-s", "1"]).status.success());
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    copy_tree(&db, &snap).unwrap();
+
+    let lib = library();
+    let (mut child, port) = serve(&db, Some((&lib, &log_path)));
+    let logs = t.path().join("pgbench");
+    std::fs::create_dir(&logs).unwrap();
+    let prefix = format!("--log-prefix={}/tx", logs.display());
+    let bench =
+        std::thread::spawn(move || pgbench(port, &["-n", "-c", "2", "-T", "6", "-l", &prefix]));
+    std::thread::sleep(Duration::from_secs(4));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = std::time::SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let _ = bench.join().unwrap();
+    let acks = acknowledged(&logs);
+    assert!(acks.len() > 10, "only {} commits acknowledged", acks.len());
+
+    let log = Log::read(&log_path).unwrap();
+    let n = log.records.len();
+    let mut model = Model::from_snapshot(&snap, &log).unwrap();
+    model.replay_to(n);
+    assert!(model.unplaced.is_empty(), "{:?}", model.unplaced);
+    let diff = image::live_view(&model).diff(&db).unwrap();
+    assert!(diff.is_empty(), "unrecorded changes: {diff:?}");
+
+    let mut rng = SplitMix64::new(38);
+    let mut control_losses = 0;
+    for i in 0..4 {
+        // Cuts spread over the run, the last at its end.
+        let cut = if i == 3 {
+            n
+        } else {
+            n / 4 * (i + 1) + rng.below(n as u64 / 8) as usize
+        };
+        let at = log.records.get(cut).map_or(killed, |r| r.time_ns);
+        let kept_before = acks.iter().filter(|&&a| a < at).count() as u64;
+        let mut m = Model::from_snapshot(&snap, &log).unwrap();
+        m.replay_to(cut);
+        let (img, counts) = image::crash(
+            &m,
+            Faults {
+                tear: true,
+                sector: 512,
+            },
+            &mut rng,
+        );
+        let dir = t.path().join(format!("image{i}"));
+        img.write_to(&dir).unwrap();
+        let check = common::untorn_on("check", &dir, &[]);
+        assert_eq!(
+            check.code,
+            Some(0),
+            "image {i} (cut {cut}, {counts:?}):\n{}",
+            check.context()
+        );
+        let rows = check
+            .stdout
+            .lines()
+            .find_map(|l| l.split_once("pgbench_history: ").map(|(_, r)| r))
+            .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no history count:\n{}", check.stdout));
+        assert!(
+            rows >= kept_before,
+            "image {i} (cut {cut} of {n}): {rows} history rows, {kept_before} commits acknowledged before the cut"
+        );
+        // The negative control: declared at the end of the run, an early
+        // cut must show losses, or the oracle could not fail.
+        if rows < acks.len() as u64 {
+            control_losses += 1;
+        }
+    }
+    assert!(control_losses > 0, "the negative control found no loss");
+}
+
+/// On demand, for a recording of another system (docs/RELIABILITY.md
+/// "External systems"): `UNTORN_REPLAY=SNAPSHOT:LOG:LIVE:OUT:N:SEED:TEAR
+/// cargo test --release --test recorder -- --ignored --nocapture`
+/// replays LOG onto SNAPSHOT, reports every unrecorded change against
+/// LIVE, and writes N crash images (TEAR: 512, 4096, or 0 for untorn
+/// images) under OUT with OUT/images.json naming each image's cut and the
+/// record time of the cut (ns), for the system's own oracle.
+#[test]
+#[ignore]
+fn replay_an_external_recording() {
+    let spec =
+        std::env::var("UNTORN_REPLAY").expect("UNTORN_REPLAY=SNAPSHOT:LOG:LIVE:OUT:N:SEED:TEAR");
+    let p: Vec<&str> = spec.split(':').collect();
+    let (snap, log_path, live, out) = (
+        Path::new(p[0]),
+        Path::new(p[1]),
+        Path::new(p[2]),
+        Path::new(p[3]),
+    );
+    let (n, seed, sector): (usize, u64, u64) = (
+        p[4].parse().unwrap(),
+        p[5].parse().unwrap(),
+        p[6].parse().unwrap(),
+    );
+    let log = Log::read(log_path).unwrap();
+    let total = log.records.len();
+    let mut model = Model::from_snapshot(snap, &log).unwrap();
+    model.replay_to(total);
+    let diff = image::live_view(&model).diff(live).unwrap();
+    println!(
+        "records {total}, log {} bytes; unplaced {}; unrecorded changes {}",
+        log.bytes.len(),
+        model.unplaced.len(),
+        diff.len()
+    );
+    for d in model.unplaced.iter().chain(&diff).take(20) {
+        println!("  {d}");
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut listing = Vec::new();
+    for i in 0..n {
+        let cut = rng.below(total as u64 + 1) as usize;
+        let mut m = Model::from_snapshot(snap, &log).unwrap();
+        m.replay_to(cut);
+        let faults = Faults {
+            tear: sector > 0,
+            sector: sector.max(512),
+        };
+        let (img, counts) = image::crash(&m, faults, &mut rng);
+        let dir = out.join(format!("image{i:03}"));
+        img.write_to(&dir).unwrap();
+        let at = log.records.get(cut).map_or(u64::MAX, |r| r.time_ns);
+        listing.push(serde_json::json!({"image": dir, "cut": cut, "records": total, "cut_time_ns": at, "crash": counts}));
+    }
+    std::fs::write(
+        out.join("images.json"),
+        serde_json::to_string_pretty(&listing).unwrap(),
+    )
+    .unwrap();
+    println!("{n} images under {}", out.display());
+}
