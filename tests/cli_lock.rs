@@ -45,7 +45,9 @@ fn a_directory_a_server_holds_opens_nowhere_else_until_the_server_dies() {
         .expect_code(0)
         .expect_stdout("open: recovered from")
         .expect_stdout("open: SQL catalog read (0 tables)")
-        .expect_stdout("check: pages ok; invariants not checked (no tpcb or sysbench tables)");
+        .expect_stdout(
+            "check: pages ok; invariants not checked (no tpcb, sysbench or tpcc tables)",
+        );
     let second = Serve::start_in(&dir, &[]);
     let text = std::fs::read_to_string(&lock).unwrap();
     assert!(
