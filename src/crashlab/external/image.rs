@@ -37,6 +37,9 @@ pub struct Image {
     pub files: HashMap<Id, Vec<u8>>,
     pub modes: HashMap<Id, u32>,
     pub dirs: Vec<Id>,
+    /// Byte ranges (offset, length) per file where the live directory may
+    /// differ: writes in flight when the recorded processes were killed.
+    pub in_flight: HashMap<Id, Vec<(u64, u64)>>,
 }
 
 /// The directory as the live processes last saw it (everything kept).
@@ -47,7 +50,11 @@ pub fn live_view(m: &Model) -> Image {
         .filter(|&&id| !m.inodes[id].dir)
         .map(|&id| (id, m.current(id)))
         .collect();
-    image_of(m, m.names.clone(), files)
+    let mut img = image_of(m, m.names.clone(), files);
+    for &(id, off, len) in m.in_flight.values() {
+        img.in_flight.entry(id).or_default().push((off, len));
+    }
+    img
 }
 
 fn image_of(m: &Model, names: BTreeMap<String, Id>, files: HashMap<Id, Vec<u8>>) -> Image {
@@ -56,6 +63,7 @@ fn image_of(m: &Model, names: BTreeMap<String, Id>, files: HashMap<Id, Vec<u8>>)
         dirs: (0..m.inodes.len()).filter(|&id| m.inodes[id].dir).collect(),
         names,
         files,
+        in_flight: HashMap::new(),
     }
 }
 
@@ -187,12 +195,20 @@ impl Image {
                     out.push(format!("{name}: a file, replayed as a directory"))
                 }
                 (Some(live), Some(Some(mine))) if live != mine => {
-                    let at = live.iter().zip(mine.iter()).position(|(a, b)| a != b);
+                    let id = self.names[name];
+                    let flying = self.in_flight.get(&id).map_or(&[][..], Vec::as_slice);
+                    let Some(at) = first_unexplained(live, mine, flying) else {
+                        continue; // only bytes a write in flight may have changed
+                    };
                     out.push(format!(
                         "{name}: {} bytes live, {} replayed, first difference at {}",
                         live.len(),
                         mine.len(),
-                        at.map_or("the end".into(), |a| format!("byte {a}"))
+                        if at >= live.len().min(mine.len()) {
+                            "the end".into()
+                        } else {
+                            format!("byte {at}")
+                        }
                     ));
                 }
                 _ => {}
@@ -205,6 +221,17 @@ impl Image {
         }
         Ok(out)
     }
+}
+
+/// The first byte where `live` and `replayed` differ (a length difference
+/// counts from the shorter's end) outside every in-flight range, if any.
+fn first_unexplained(live: &[u8], replayed: &[u8], in_flight: &[(u64, u64)]) -> Option<usize> {
+    let explained = |p: usize| {
+        in_flight
+            .iter()
+            .any(|&(off, len)| (off..off.saturating_add(len)).contains(&(p as u64)))
+    };
+    (0..live.len().max(replayed.len())).find(|&p| live.get(p) != replayed.get(p) && !explained(p))
 }
 
 /// Every regular file (with its bytes) and directory (None) under `dir`.
@@ -239,4 +266,27 @@ pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_unexplained;
+
+    #[test]
+    fn differences_inside_a_write_in_flight_are_explained() {
+        let replayed = b"aaaaaaaa".to_vec();
+        let mut live = replayed.clone();
+        live[2..6].copy_from_slice(b"bbbb");
+        assert_eq!(first_unexplained(&live, &replayed, &[]), Some(2));
+        assert_eq!(first_unexplained(&live, &replayed, &[(2, 4)]), None);
+        // One byte outside the announced range is still a difference.
+        assert_eq!(first_unexplained(&live, &replayed, &[(3, 3)]), Some(2));
+        // An append in flight: the live file longer by what it announced.
+        live.extend_from_slice(b"cc");
+        assert_eq!(first_unexplained(&live, &replayed, &[(2, 4), (8, 2)]), None);
+        assert_eq!(
+            first_unexplained(&live, &replayed, &[(2, 4), (8, 1)]),
+            Some(9)
+        );
+    }
 }

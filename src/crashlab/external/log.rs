@@ -39,12 +39,15 @@ pub enum Op {
     Close,
     Mark,
     Sync,
+    /// A write about to start (offset, length, no data): unanswered by a
+    /// Write of the same thread, it was in flight when the process died.
+    WriteBegin,
 }
 
 impl Op {
     fn from_code(c: u16) -> Option<Op> {
         use Op::*;
-        const ALL: [Op; 17] = [
+        const ALL: [Op; 18] = [
             Open,
             Write,
             Fsync,
@@ -62,6 +65,7 @@ impl Op {
             Close,
             Mark,
             Sync,
+            WriteBegin,
         ];
         ALL.get(usize::from(c).checked_sub(1)?).copied()
     }
@@ -77,6 +81,7 @@ pub struct Record {
     pub op: Op,
     pub flags: u16,
     pub pid: u32,
+    pub tid: u32,
     pub fd: i32,
     pub time_ns: u64,
     pub ino: (u64, u64),
@@ -92,6 +97,9 @@ pub struct Record {
 pub struct Log {
     pub bytes: Vec<u8>,
     pub records: Vec<Record>,
+    /// Whether the last record was cut short (left out of `records`): the
+    /// recorded process was killed while it appended it.
+    pub cut_short: bool,
 }
 
 impl Log {
@@ -102,18 +110,29 @@ impl Log {
     pub fn parse(bytes: Vec<u8>) -> Result<Log> {
         let mut records = Vec::new();
         let mut at = 0;
+        let mut cut_short = false;
         let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
         while at < bytes.len() {
             let bad = |why: &str| Error::other(format!("recorder log at byte {at}: {why}"));
             if bytes.len() - at < HEADER {
-                return Err(bad("a header cut short"));
+                // The last record, cut short by a kill during its write
+                // (its write was announced: it counts as in flight).
+                if bytes.len() - at >= 4 && u32_at(&bytes, at) != MAGIC {
+                    return Err(bad("no record magic"));
+                }
+                cut_short = true;
+                break;
             }
             let h = &bytes[at..at + HEADER];
             if u32_at(h, 0) != MAGIC {
                 return Err(bad("no record magic"));
             }
             let total = u32_at(h, 4) as usize;
+            if bytes.len() - at < total && total >= HEADER {
+                cut_short = true;
+                break;
+            }
             let code = u16::from_le_bytes([h[8], h[9]]);
             let op = Op::from_code(code).ok_or_else(|| bad(&format!("unknown op {code}")))?;
             let (path_len, path2_len) = (u32_at(h, 68) as usize, u32_at(h, 72) as usize);
@@ -128,6 +147,7 @@ impl Log {
                 op,
                 flags: u16::from_le_bytes([h[10], h[11]]),
                 pid: u32_at(h, 12),
+                tid: u32_at(h, 16),
                 fd: u32_at(h, 20) as i32,
                 time_ns: u64_at(h, 28),
                 ino: (u64_at(h, 36), u64_at(h, 44)),
@@ -140,7 +160,11 @@ impl Log {
             });
             at += total;
         }
-        Ok(Log { bytes, records })
+        Ok(Log {
+            bytes,
+            records,
+            cut_short,
+        })
     }
 
     pub fn data(&self, r: &Record) -> &[u8] {
@@ -172,4 +196,36 @@ pub fn append_mark(log: &Path, text: &str) -> Result<()> {
         .open(log)?;
     f.write_all(&rec)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{append_mark, Log, Op};
+
+    #[test]
+    fn a_last_record_cut_short_is_left_out_and_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        append_mark(&path, "first").unwrap();
+        append_mark(&path, "second").unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        let log = Log::parse(whole.clone()).unwrap();
+        assert_eq!((log.records.len(), log.cut_short), (2, false));
+        assert_eq!(log.records[1].op, Op::Mark);
+        // Cut in the second record's text, in its header, in its magic.
+        let first = 80 + "first".len();
+        for cut in [whole.len() - 2, first + 40, first + 2] {
+            let log = Log::parse(whole[..cut].to_vec()).unwrap();
+            assert_eq!(
+                (log.records.len(), log.cut_short),
+                (1, true),
+                "cut at {cut}"
+            );
+            assert_eq!(log.records[0].path, "first");
+        }
+        // Bytes that are no record are still an error.
+        let mut bad = whole.clone();
+        bad.extend_from_slice(&[0u8; 8]);
+        assert!(Log::parse(bad).is_err());
+    }
 }

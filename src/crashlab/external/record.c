@@ -12,7 +12,10 @@
  * processes never interleave, and no lock of ours is held across fork.
  * Writes and directory operations are logged after they complete, syncs
  * before they start, so the log's order is a safe completion order: a write
- * logged before a sync record finished before that sync began.
+ * logged before a sync record finished before that sync began. Each write
+ * is also announced (where, how long) before it starts: a process killed
+ * between a write and its record leaves the announcement unanswered, and
+ * the comparison with the live directory allows those bytes to differ.
  *
  * What it cannot see (the replay's comparison with the live directory
  * reports it as "unrecorded change"): writes through mmap, io_uring and
@@ -40,7 +43,7 @@ enum op {
     OP_OPEN = 1, OP_WRITE = 2, OP_FSYNC = 3, OP_FDATASYNC = 4, OP_SYNCFS = 5,
     OP_SYNC_FILE_RANGE = 6, OP_TRUNCATE = 7, OP_FALLOCATE = 8, OP_RENAME = 9,
     OP_LINK = 10, OP_UNLINK = 11, OP_MKDIR = 12, OP_RMDIR = 13, OP_DUP = 14,
-    OP_CLOSE = 15, OP_MARK = 16, OP_SYNC = 17
+    OP_CLOSE = 15, OP_MARK = 16, OP_SYNC = 17, OP_WRITE_BEGIN = 18
 };
 /* Record flags. */
 #define F_DIRECT 1u  /* the fd was opened O_DIRECT */
@@ -290,6 +293,33 @@ static void log_write(int fd, const struct iovec *iov, int cnt, ssize_t n, int64
     if (d != stack) free(d);
 }
 
+/* A write about to start: where and how much, no data. A process killed
+ * after the write but before its record leaves this alone at the log's end,
+ * and the comparison with the live directory knows those bytes may differ. */
+static void log_write_begin(int fd, int64_t off, size_t len) {
+    struct header h = {.op = OP_WRITE_BEGIN, .flags = fds[fd].flags, .fd = fd,
+                       .dev = fds[fd].dev, .ino = fds[fd].ino, .offset = (uint64_t)off,
+                       .length = (uint64_t)len};
+    emit(&h, NULL, NULL, NULL, 0);
+}
+
+/* Where a write() through the fd's position will start: the position, or
+ * the file's end under O_APPEND. */
+static int64_t about_to_land(int fd) {
+    int fl = real_fcntl(fd, F_GETFL);
+    struct stat st;
+    if (fl >= 0 && (fl & O_APPEND))
+        return fstat(fd, &st) == 0 ? (int64_t)st.st_size : -1;
+    off_t cur = lseek(fd, 0, SEEK_CUR);
+    return cur < 0 ? -1 : (int64_t)cur;
+}
+
+static size_t iov_total(const struct iovec *iov, int cnt) {
+    size_t t = 0;
+    for (int i = 0; i < cnt; i++) t += iov[i].iov_len;
+    return t;
+}
+
 /* The offset a write() through the fd's position landed at: its position
  * after the write less the bytes written (right for O_APPEND too). */
 static int64_t landed(int fd, ssize_t n) {
@@ -299,6 +329,7 @@ static int64_t landed(int fd, ssize_t n) {
 
 ssize_t write(int fd, const void *buf, size_t len) {
     RESOLVE(write);
+    if (tracked(fd)) { int e = errno; log_write_begin(fd, about_to_land(fd), len); errno = e; }
     ssize_t n = real_write(fd, buf, len);
     if (n > 0 && tracked(fd)) {
         int e = errno;
@@ -310,6 +341,7 @@ ssize_t write(int fd, const void *buf, size_t len) {
 }
 ssize_t writev(int fd, const struct iovec *iov, int cnt) {
     RESOLVE(writev);
+    if (tracked(fd)) { int e = errno; log_write_begin(fd, about_to_land(fd), iov_total(iov, cnt)); errno = e; }
     ssize_t n = real_writev(fd, iov, cnt);
     if (n > 0 && tracked(fd)) { int e = errno; log_write(fd, iov, cnt, n, landed(fd, n)); errno = e; }
     return n;
@@ -317,6 +349,7 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt) {
 #define PWRITE(name, off_t_)                                                       \
     ssize_t name(int fd, const void *buf, size_t len, off_t_ off) {               \
         RESOLVE(name);                                                             \
+        if (tracked(fd)) { int e = errno; log_write_begin(fd, off, len); errno = e; } \
         ssize_t n = real_##name(fd, buf, len, off);                               \
         if (n > 0 && tracked(fd)) { int e = errno; struct iovec v = {(void *)buf, len}; \
             log_write(fd, &v, 1, n, off); errno = e; }                             \
@@ -327,6 +360,9 @@ PWRITE(pwrite64, off_t)
 #define PWRITEV(name, ...)                                                         \
     {                                                                              \
         RESOLVE(name);                                                             \
+        if (tracked(fd)) { int e = errno;                                          \
+            log_write_begin(fd, off == -1 ? about_to_land(fd) : off, iov_total(iov, cnt)); \
+            errno = e; }                                                           \
         ssize_t n = real_##name(fd, iov, cnt, __VA_ARGS__);                        \
         if (n > 0 && tracked(fd)) { int e = errno;                                 \
             log_write(fd, iov, cnt, n, off == -1 ? landed(fd, n) : off); errno = e; } \

@@ -83,6 +83,9 @@ pub struct Model<'a> {
     /// the recorder loaded, a rename in from outside): each is an
     /// unrecorded change.
     pub unplaced: Vec<String>,
+    /// Writes announced and not answered, by (pid, tid): (file, offset,
+    /// length). After a kill, each may or may not have reached the file.
+    pub in_flight: HashMap<(u32, u32), (Id, u64, u64)>,
 }
 
 const ROOT: Id = 0;
@@ -106,6 +109,7 @@ impl<'a> Model<'a> {
             pending_names: Vec::new(),
             by_ino: HashMap::new(),
             unplaced: Vec::new(),
+            in_flight: HashMap::new(),
         };
         m.names.insert(String::new(), ROOT);
         m.load(snapshot, "")?;
@@ -181,7 +185,15 @@ impl<'a> Model<'a> {
                     self.inodes[id].pending.push(FileOp::SetLen(0));
                 }
             }
+            Op::WriteBegin => {
+                // A file opened before the recorder: its Write says so.
+                if let Some(&id) = self.by_ino.get(&r.ino) {
+                    self.in_flight
+                        .insert((r.pid, r.tid), (id, r.offset, r.length));
+                }
+            }
             Op::Write => {
+                self.in_flight.remove(&(r.pid, r.tid));
                 if let Some(id) = self.file(r, i) {
                     self.inodes[id].pending.push(FileOp::Write {
                         off: r.offset,
