@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use untorn::lab::report::compare_workloads;
 use untorn::lab::report::{
     checkpoint_running, comparison_table, comparison_table_compact, mode_labels, phase_stats,
     phase_table, write_csv, write_json, write_report, COMPARISON_CSV_COLUMNS, NOT_RESOLVED_LEGEND,
     SERIES_COLUMNS, SUMMARY_COLUMNS,
 };
-use untorn::lab::result::{compare_workloads, ConfigResult, LatencyMs, Run, Sample};
+use untorn::lab::result::{ConfigResult, LatencyMs, Run, Sample};
 
 const SECONDS: u32 = 20;
 const CKPT_START: u32 = 5;

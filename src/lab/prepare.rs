@@ -16,7 +16,7 @@
 //!   pool: the order of pages cached at the start is the same for every
 //!   configuration and every round, whatever ran before.
 
-use super::compare::BenchConfig;
+use super::config::BenchConfig;
 use super::device::{DeviceFileSystem, DeviceProfile};
 use super::runner::fresh_database_with;
 use super::workload::Workload;

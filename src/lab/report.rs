@@ -97,6 +97,28 @@ pub fn mode_labels(group: &[&ConfigResult]) -> Vec<String> {
         .collect()
 }
 
+/// Fills every result's `vs`: within each workload, the result against
+/// every other one, labelled by [`mode_labels`](mode_labels).
+pub fn compare_workloads(results: &mut [ConfigResult]) {
+    let mut filled: Vec<(usize, Vec<Comparison>)> = Vec::new();
+    for (_, group) in group_by_workload(results) {
+        let labels = mode_labels(&group);
+        for (i, a) in group.iter().enumerate() {
+            let vs = group
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(j, b)| Comparison::between(a, b, labels[j].clone(), j))
+                .collect();
+            let at = results.iter().position(|r| std::ptr::eq(r, *a));
+            filled.push((at.expect("a group holds references into results"), vs));
+        }
+    }
+    for (at, vs) in filled {
+        results[at].vs = vs;
+    }
+}
+
 /// A table before rendering: the first column is text, the others numbers.
 struct Grid {
     headers: Vec<String>,

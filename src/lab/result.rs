@@ -252,7 +252,7 @@ pub struct ConfigResult {
     #[serde(default)]
     pub excluded_runs: usize,
     /// This configuration against each other one of its workload, paired
-    /// by round (filled by [`compare_workloads`]).
+    /// by round (filled by [`compare_workloads`](crate::lab::report::compare_workloads)).
     #[serde(default)]
     pub vs: Vec<Comparison>,
     /// Every setting the runs used, by name.
@@ -515,28 +515,6 @@ impl Comparison {
     }
 }
 
-/// Fills every result's `vs`: within each workload, the result against
-/// every other one, labelled by [`mode_labels`](crate::lab::report::mode_labels).
-pub fn compare_workloads(results: &mut [ConfigResult]) {
-    let mut filled: Vec<(usize, Vec<Comparison>)> = Vec::new();
-    for (_, group) in crate::lab::report::group_by_workload(results) {
-        let labels = crate::lab::report::mode_labels(&group);
-        for (i, a) in group.iter().enumerate() {
-            let vs = group
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| *j != i)
-                .map(|(j, b)| Comparison::between(a, b, labels[j].clone(), j))
-                .collect();
-            let at = results.iter().position(|r| std::ptr::eq(r, *a));
-            filled.push((at.expect("a group holds references into results"), vs));
-        }
-    }
-    for (at, vs) in filled {
-        results[at].vs = vs;
-    }
-}
-
 /// The clients' share of the pages written by clients, the background
 /// writer and the checkpointer, in percent (0 when none were written).
 fn client_pct(client: u64, bgwriter: u64, checkpointer: u64) -> f64 {
@@ -551,6 +529,7 @@ fn client_pct(client: u64, bgwriter: u64, checkpointer: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::report::compare_workloads;
 
     #[test]
     fn summary_takes_the_median_and_totals() {

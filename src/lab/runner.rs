@@ -22,7 +22,7 @@ use crate::db::{Database, Options};
 use crate::error::{Error, Result};
 use crate::file::{FileKind, FileSystem, Issuer};
 use crate::file::{IoOp, IoStats};
-use crate::lab::noise;
+use crate::lab::noise::{self, process_cpu_us};
 use crate::lab::page_io::PageIo;
 use crate::lab::result::{FineSample, KindFigures, LatencyMs, Run, Sample};
 use crate::lab::workload::{Outcome, Rng, Tables, Workload};
@@ -105,17 +105,6 @@ impl Counters {
             cpu_us: process_cpu_us(),
         }
     }
-}
-
-/// User + system CPU time of this process, in microseconds.
-pub(crate) fn process_cpu_us() -> u64 {
-    // SAFETY: getrusage only writes the struct it is given, which we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0;
-    }
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    us(ru.ru_utime) + us(ru.ru_stime)
 }
 
 /// Waits before retry number `n` (1-based) of one transaction. Lock

@@ -564,7 +564,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             println!("{line}");
         }
     }
-    for line in untorn::lab::noise::summary_lines(&results, a.drop_disturbed) {
+    for line in untorn::lab::disturbed::summary_lines(&results, a.drop_disturbed) {
         println!("{line}");
     }
     if let Some(w) = regime::disturbed_warning(&results) {
