@@ -53,6 +53,7 @@ pub mod error;
 pub mod file;
 pub mod lab;
 pub mod latch_count;
+pub mod lock_table;
 pub mod lsn;
 pub mod options;
 pub mod page;

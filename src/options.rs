@@ -116,7 +116,7 @@ impl Default for Options {
             max_write_set_bytes: 16 * 1024 * 1024,
             max_wal_size: 1024 * 1024 * 1024,
             checkpoint_timeout: Duration::from_secs(300),
-            deadlock_timeout: crate::txn::lock::DEFAULT_DEADLOCK_TIMEOUT,
+            deadlock_timeout: crate::lock_table::DEFAULT_DEADLOCK_TIMEOUT,
             checkpoint_completion_target: 0.9,
             checkpoint_sort: true,
             checkpoint_flush_after: 32,

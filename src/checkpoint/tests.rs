@@ -1,5 +1,7 @@
 //! Tests of the checkpointer: redo point, order, pacing, statistics.
 use super::*;
+use crate::engine::checkpoint_state::RedoPoint;
+use crate::Lsn;
 
 #[test]
 fn the_redo_point_moves_forward() {

@@ -11,7 +11,7 @@
 //! it.
 
 use super::types::{codes, SqlError};
-use crate::txn::lock::Stop;
+use crate::lock_table::Stop;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -537,7 +537,7 @@ impl Session {
 /// A running statement's interrupt: as the engine checks it in a wait
 /// for a row lock, and as the statement reports it.
 struct Stop<'a> {
-    engine: crate::txn::lock::Stop,
+    engine: crate::lock_table::Stop,
     watch: &'a super::interrupt::Watch<'a>,
 }
 

@@ -109,7 +109,7 @@ impl DoubleWriteFigures {
 
 impl DoubleWriteView {
     pub(super) fn collect(s: &DoubleWriteStats) -> DoubleWriteView {
-        let row = |shard| DoubleWriteFigures::from_shard(s.shard(shard));
+        let row = |shard: Shard| DoubleWriteFigures::from_shard(s.shard(shard.number()));
         DoubleWriteView {
             checkpointer: row(Shard::Checkpointer),
             background_writer: row(Shard::BackgroundWriter),

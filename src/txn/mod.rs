@@ -13,7 +13,7 @@
 //!   unless `synchronous_commit` is off.
 
 pub mod commit;
-pub mod lock;
+
 #[cfg(test)]
 mod tests;
 
@@ -22,9 +22,9 @@ use crate::btree::{node, Tree};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::Issuer;
+use crate::lock_table::{self, RowId};
 use crate::table::Table;
 use crate::Lsn;
-use lock::RowId;
 use std::collections::BTreeMap;
 use std::ops::{Bound, Deref};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub struct Transaction<'db> {
     pub(crate) dropped_files: Vec<u32>,
     pub(crate) finished: bool,
     /// Whether a wait for a row lock must stop (`set_stop`).
-    stop: Option<lock::Stop>,
+    stop: Option<lock_table::Stop>,
 }
 
 impl<'db> Transaction<'db> {
@@ -83,7 +83,7 @@ impl<'db> Transaction<'db> {
     /// What a wait of this transaction for a row lock checks, until
     /// changed: once it says stop, the wait ends with
     /// [`Error::LockWaitInterrupted`].
-    pub fn set_stop(&mut self, stop: Option<lock::Stop>) {
+    pub fn set_stop(&mut self, stop: Option<lock_table::Stop>) {
         self.stop = stop;
     }
 

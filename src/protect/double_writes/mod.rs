@@ -21,8 +21,8 @@
 //! - [`settings`]: the run-time settings, checked, in pages.
 //! - [`shard_file`]: shard files created whole, checked at each opening.
 //! - [`slot_set`]: `dw/deferred`'s free and named slots, a bit each.
-//! - [`stats`]: the counters by shard, held by the engine so they outlive
-//!   a protection switch.
+//! - the counters by shard are the engine's (`engine/double_write_stats.rs`,
+//!   re-exported here), so they outlive a protection switch.
 //! - [`restore`] and [`recover`]: before redo, read every shard, keep per
 //!   page the newest copy in [redo point, end of WAL], restore it over a
 //!   page that is bad or not newer, fsync, then redo.
@@ -39,9 +39,8 @@ pub mod ring;
 pub mod settings;
 pub mod shard_file;
 pub mod slot_set;
-pub mod stats;
 pub mod writer;
 
+pub use crate::engine::double_write_stats::{DoubleWriteStats, ShardStats};
 pub use settings::AreaSettings;
-pub use stats::{DoubleWriteStats, ShardStats};
 pub use writer::DoubleWrites;

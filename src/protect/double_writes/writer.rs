@@ -32,8 +32,8 @@ use super::recover::AreaStart;
 use super::ring::{Mark, Reserve, Ring};
 use super::settings::AreaSettings;
 use super::shard_file::{self, shard_of, AlignedBuf, GroupSync};
-use super::stats::{DoubleWriteStats, ShardStats};
 use crate::buffer::{DataFiles, PageCopy, PageId, PageSet, PageWriteProtection, WriteTicket};
+use crate::engine::double_write_stats::{DoubleWriteStats, ShardStats};
 use crate::error::Result;
 use crate::file::segmented::{DurabilityMark, SegmentedFile};
 use crate::file::{File, FileSystem, Issuer};
@@ -145,7 +145,7 @@ impl DoubleWrites {
                 ring_changed: Condvar::new(),
                 group: GroupSync::default(),
                 aligned: Mutex::new(AlignedBuf::new(0)),
-                stats: stats.shard_handle(shard),
+                stats: stats.shard_handle(shard.number()),
             });
         }
         let owner = ManifestOwner {

@@ -4,17 +4,21 @@
 //! It sits below the transaction layer and the API ([`crate::db`]): txn
 //! and the checkpointer take an `&Engine`; nothing here imports them.
 
+pub(crate) mod bgwriter_state;
+pub(crate) mod checkpoint_state;
+pub(crate) mod double_write_stats;
+
 use crate::buffer::BufferPool;
-use crate::checkpoint::CheckpointState;
 use crate::control::ControlFile;
 use crate::error::{Error, Result};
 use crate::file::IoStats;
 use crate::file::{DirLock, FileSystem};
+use crate::lock_table::LockManager;
 use crate::options::Options;
-use crate::protect::double_writes::DoubleWriteStats;
 use crate::settings::{CreationSettings, TornPageProtection};
-use crate::txn::lock::LockManager;
 use crate::wal::Wal;
+use checkpoint_state::CheckpointState;
+use double_write_stats::DoubleWriteStats;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -41,7 +45,7 @@ pub(crate) struct Engine {
     pub(crate) double_write_stats: Arc<DoubleWriteStats>,
     pub(crate) locks: LockManager,
     pub(crate) checkpoint: CheckpointState,
-    pub(crate) bgwriter: crate::checkpoint::bgwriter_state::BgWriter,
+    pub(crate) bgwriter: bgwriter_state::BgWriter,
     pub(crate) next_xid: AtomicU64,
     pub(crate) next_file_id: AtomicU32,
     /// Table name -> file id, loaded from the catalog's tree.

@@ -1,12 +1,13 @@
-//! The double-write counters of one opening, by shard.
+//! The double-write counters of one opening, by shard number.
 //!
-//! They live apart from [`DoubleWrites`](super::DoubleWrites): the opening
-//! creates them and the engine holds them, so figures counted under
-//! `double_writes` during recovery stay readable after a switch away from
-//! it, and a switch into it counts into the same place. `crate::stats`
-//! reads them into its `double_write` view.
+//! They live apart from `protect::double_writes::DoubleWrites`: the
+//! opening creates them and the engine holds them, so figures counted
+//! under `double_writes` during recovery stay readable after a switch away
+//! from it, and a switch into it counts into the same place.
+//! `crate::stats` reads them into its `double_write` view. Indexed by a
+//! shard's number (`Shard::number`), so the engine needs nothing of
+//! protect/.
 
-use super::area::Shard;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -51,7 +52,7 @@ pub struct ShardStats {
     pub deferred_meta_pages: AtomicU64,
 }
 
-/// The counters of every shard, indexed by [`Shard::number`].
+/// The counters of every shard, indexed by the shard's number.
 #[derive(Debug, Default)]
 pub struct DoubleWriteStats {
     // An Arc per shard: each shard's writer holds its own.
@@ -59,13 +60,13 @@ pub struct DoubleWriteStats {
 }
 
 impl DoubleWriteStats {
-    /// The counters of `shard`.
-    pub fn shard(&self, shard: Shard) -> &ShardStats {
-        &self.shards[shard.number() as usize]
+    /// The counters of the shard numbered `number` (0, 1 or 2).
+    pub fn shard(&self, number: u32) -> &ShardStats {
+        &self.shards[number as usize]
     }
 
-    /// What a shard's writer counts into.
-    pub(crate) fn shard_handle(&self, shard: Shard) -> Arc<ShardStats> {
-        self.shards[shard.number() as usize].clone()
+    /// What the writer of the shard numbered `number` counts into.
+    pub(crate) fn shard_handle(&self, number: u32) -> Arc<ShardStats> {
+        self.shards[number as usize].clone()
     }
 }

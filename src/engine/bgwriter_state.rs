@@ -18,25 +18,25 @@ pub struct BgWriterStats {
 }
 
 /// What a round carries over to the next.
-pub(super) struct Estimates {
+pub(crate) struct Estimates {
     /// The hand's position and the pool's claims at the last round.
-    pub(super) prev_hand: u64,
-    pub(super) prev_claims: u64,
+    pub(crate) prev_hand: u64,
+    pub(crate) prev_claims: u64,
     /// The next position to look at: at or ahead of the hand while it
     /// has not lapped us.
-    pub(super) next_to_clean: u64,
-    pub(super) smoothed_alloc: f64,
-    pub(super) smoothed_density: f64,
+    pub(crate) next_to_clean: u64,
+    pub(crate) smoothed_alloc: f64,
+    pub(crate) smoothed_density: f64,
     /// False until the first round has set the fields above.
-    pub(super) primed: bool,
+    pub(crate) primed: bool,
 }
 
 /// The background writer's state in the engine.
 pub(crate) struct BgWriter {
-    pub(super) estimates: Mutex<Estimates>,
-    pub(super) rounds: AtomicU64,
-    pub(super) pages_written: AtomicU64,
-    pub(super) maxwritten_clean: AtomicU64,
+    pub(crate) estimates: Mutex<Estimates>,
+    pub(crate) rounds: AtomicU64,
+    pub(crate) pages_written: AtomicU64,
+    pub(crate) maxwritten_clean: AtomicU64,
 }
 
 impl Default for BgWriter {
