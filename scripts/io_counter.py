@@ -79,6 +79,12 @@ class IoCounter:
                   for fig, calls in FIGURES.items()}
         if not any(events.values()):
             return None, f"no syscall tracepoints under {TRACEFS}"
+        # perf may be there and still refused (a container, perf_event_paranoid).
+        first = next(t for ts in events.values() for t in ts)
+        trial = subprocess.run(["perf", "stat", "-a", "-x", ",", "-e", first, "--", "true"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if trial.returncode != 0:
+            return None, f"perf stat refused the syscall tracepoints: {trial.stderr.strip()[-200:]}"
         try:
             counter = cls(root, {k: v for k, v in events.items() if v})
         except OSError as e:
