@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{untorn, Run};
+use common::{bench_into, untorn, Run};
 use std::ffi::OsStr;
 use std::path::Path;
 
@@ -13,41 +13,34 @@ use std::path::Path;
 #[test]
 fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let report = dir.path().join("report");
     let dbs = dir.path().join("dbs");
-    let mut args: Vec<&OsStr> = [
-        "bench",
-        "--workload",
-        "tpcb,oltp_read_write",
-        "--duration",
-        "0.4",
-        "--warmup",
-        "0.1",
-        "--repeat",
-        "2",
-        "--clients",
-        "3",
-        "--tables",
-        "2",
-        "--table-size",
-        "500",
-        "--scale",
-        "1",
-    ]
-    .map(OsStr::new)
-    .to_vec();
-    for (flag, path) in [("--json", &json), ("--report", &report), ("--dir", &dbs)] {
-        args.extend([OsStr::new(flag), path.as_os_str()]);
-    }
-    untorn(args)
-        .expect_code(0)
+    let (out, v) = bench_into(
+        dir.path(),
+        &[
+            "--workload",
+            "tpcb,oltp_read_write",
+            "--duration",
+            "0.4",
+            "--warmup",
+            "0.1",
+            "--repeat",
+            "2",
+            "--clients",
+            "3",
+            "--tables",
+            "2",
+            "--table-size",
+            "500",
+            "--scale",
+            "1",
+        ],
+    );
+    out.expect_code(0)
         .expect_stdout("vs full_pages")
         .expect_stdout("vs off")
         .expect_stdout("KB written/txn")
         .expect_stdout("Regime: tpcb: data ")
         .expect_stdout("3 clients.");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let results = v.as_array().unwrap();
     // The default modes are seed 003's: FPW (without and with lz4), DWB, off.
     assert_eq!(results.len(), 8, "2 workloads x 4 modes");
@@ -133,7 +126,7 @@ fn bench_writes_json_with_every_field_and_keeps_tpcb_consistent() {
             assert_eq!(log.len() as u64, done, "{run}");
         }
     }
-    assert!(report.join("index.html").exists());
+    assert!(dir.path().join("report/index.html").exists());
     // Without --keep the databases are removed.
     let left: Vec<_> = std::fs::read_dir(&dbs).unwrap().collect();
     assert!(left.is_empty(), "databases left in --dir: {left:?}");

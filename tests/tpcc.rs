@@ -6,8 +6,7 @@
 
 mod common;
 
-use common::{untorn, untorn_on};
-use std::ffi::OsStr;
+use common::{bench_into, untorn_on};
 use std::time::Duration;
 use untorn::lab::runner::{run_once, RunSpec};
 use untorn::lab::workload::tpcc::schema::*;
@@ -312,41 +311,34 @@ fn four_clients_end_with_the_conditions_holding() {
 #[test]
 fn bench_and_check_run_tpcc_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
     let dbs = dir.path().join("dbs");
-    let report = dir.path().join("report");
-    let mut args: Vec<&OsStr> = [
-        "bench",
-        "--workload",
-        "tpcc",
-        "--protection",
-        "full_pages",
-        "--duration",
-        "1",
-        "--warmup",
-        "0",
-        "--repeat",
-        "1",
-        "--clients",
-        "2",
-        "--warehouses",
-        "1",
-        "--tpcc-items",
-        "500",
-        "--tpcc-customers",
-        "60",
-        "--keep",
-    ]
-    .map(OsStr::new)
-    .to_vec();
-    for (flag, path) in [("--json", &json), ("--report", &report), ("--dir", &dbs)] {
-        args.extend([OsStr::new(flag), path.as_os_str()]);
-    }
-    untorn(args)
-        .expect_code(0)
+    let (out, v) = bench_into(
+        dir.path(),
+        &[
+            "--workload",
+            "tpcc",
+            "--protection",
+            "full_pages",
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--repeat",
+            "1",
+            "--clients",
+            "2",
+            "--warehouses",
+            "1",
+            "--tpcc-items",
+            "500",
+            "--tpcc-customers",
+            "60",
+            "--keep",
+        ],
+    );
+    out.expect_code(0)
         .expect_stdout("notpm")
         .expect_stdout("new_order");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let run = &v[0]["runs"][0];
     assert_eq!(run["by_kind"][0]["name"], "new_order", "{run}");
     assert!(run["by_kind"][0]["latency_ms"]["p90"].as_f64().is_some());

@@ -142,6 +142,23 @@ where
     }
 }
 
+/// `untorn bench <flags>... --json DIR/out.json --report DIR/report
+/// --dir DIR/dbs`: the run, and the JSON it wrote (empty when none).
+pub fn bench_into(dir: &Path, flags: &[&str]) -> (Run, serde_json::Value) {
+    let json = dir.join("out.json");
+    let (report, dbs) = (dir.join("report"), dir.join("dbs"));
+    let mut args = vec![OsStr::new("bench")];
+    args.extend(flags.iter().map(OsStr::new));
+    for (flag, path) in [("--json", &json), ("--report", &report), ("--dir", &dbs)] {
+        args.extend([OsStr::new(flag), path.as_os_str()]);
+    }
+    let run = untorn(args);
+    let v = std::fs::read(&json).map_or(serde_json::Value::Null, |b| {
+        serde_json::from_slice(&b).expect("bench's JSON parses")
+    });
+    (run, v)
+}
+
 /// `untorn <command> <dir> <flags>...`: how every tool but bench is called.
 pub fn untorn_on(command: &str, dir: &Path, flags: &[&str]) -> Run {
     let mut args = vec![OsStr::new(command), dir.as_os_str()];
