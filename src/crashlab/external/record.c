@@ -63,7 +63,10 @@ struct header {
 _Static_assert(sizeof(struct header) == 80, "the log header is 80 bytes (docs/FORMAT.md)");
 
 #define MAX_FDS 65536
-struct fdinfo { uint64_t dev, ino; uint16_t flags; uint8_t tracked; };
+/* append: O_APPEND as opened or last set through this fd (a dup sharing the
+ * description and changed through another fd is not followed: it only moves
+ * an in-flight write's announced offset). */
+struct fdinfo { uint64_t dev, ino; uint16_t flags; uint8_t tracked, append; };
 static struct fdinfo fds[MAX_FDS];
 static char root[PATH_MAX];
 static size_t root_len;
@@ -238,6 +241,7 @@ static void after_open(int fd, int dirfd, const char *path, int flags, int exist
     fds[fd].dev = st.st_dev;
     fds[fd].ino = st.st_ino;
     fds[fd].flags = f;
+    fds[fd].append = (flags & O_APPEND) != 0;
     __atomic_store_n(&fds[fd].tracked, 1, __ATOMIC_RELEASE);
     struct header h = {.op = OP_OPEN, .flags = f | (existed ? 0 : F_CREATED), .fd = fd,
                        .result = fd, .dev = st.st_dev, .ino = st.st_ino,
@@ -306,9 +310,8 @@ static void log_write_begin(int fd, int64_t off, size_t len) {
 /* Where a write() through the fd's position will start: the position, or
  * the file's end under O_APPEND. */
 static int64_t about_to_land(int fd) {
-    int fl = real_fcntl(fd, F_GETFL);
     struct stat st;
-    if (fl >= 0 && (fl & O_APPEND))
+    if (fds[fd].append) /* known from open and F_SETFL: no fcntl per write */
         return fstat(fd, &st) == 0 ? (int64_t)st.st_size : -1;
     off_t cur = lseek(fd, 0, SEEK_CUR);
     return cur < 0 ? -1 : (int64_t)cur;
@@ -459,6 +462,7 @@ int dup3(int fd, int to, int fl) { RESOLVE(dup3); return copied(fd, real_dup3(fd
 static int fcntl_common(int (*f)(int, int, ...), int fd, int cmd, void *arg) {
     int r = f(fd, cmd, arg);
     if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) copied(fd, r);
+    if (cmd == F_SETFL && r == 0 && tracked(fd)) fds[fd].append = ((long)arg & O_APPEND) != 0;
     return r;
 }
 int fcntl(int fd, int cmd, ...) {
