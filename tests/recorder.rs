@@ -315,64 +315,64 @@ fn serve_killed_under_the_recorder_gives_images_that_keep_every_commit() {
     assert!(control_losses > 0, "the negative control found no loss");
 }
 
-/// On demand, for a recording of another system (docs/RELIABILITY.md
-/// "External systems"): `UNTORN_REPLAY=SNAPSHOT:LOG:LIVE:OUT:N:SEED:TEAR
-/// cargo test --release --test recorder -- --ignored --nocapture`
-/// replays LOG onto SNAPSHOT, reports every unrecorded change against
-/// LIVE, and writes N crash images (TEAR: 512, 4096, or 0 for untorn
-/// images) under OUT with OUT/images.json naming each image's cut and the
-/// record time of the cut (ns), for the system's own oracle.
 #[test]
-#[ignore]
-fn replay_an_external_recording() {
-    let spec =
-        std::env::var("UNTORN_REPLAY").expect("UNTORN_REPLAY=SNAPSHOT:LOG:LIVE:OUT:N:SEED:TEAR");
-    let p: Vec<&str> = spec.split(':').collect();
-    let (snap, log_path, live, out) = (
-        Path::new(p[0]),
-        Path::new(p[1]),
-        Path::new(p[2]),
-        Path::new(p[3]),
+fn recording_images_replays_a_recording_into_images_it_lists() {
+    let t = tempfile::tempdir().unwrap();
+    let (dir, snap, log_path, out) = (
+        t.path().join("d"),
+        t.path().join("snap"),
+        t.path().join("log"),
+        t.path().join("images"),
     );
-    let (n, seed, sector): (usize, u64, u64) = (
-        p[4].parse().unwrap(),
-        p[5].parse().unwrap(),
-        p[6].parse().unwrap(),
-    );
-    let log = Log::read(log_path).unwrap();
-    let total = log.records.len();
-    let mut model = Model::from_snapshot(snap, &log).unwrap();
-    model.replay_to(total);
-    let diff = image::live_view(&model).diff(live).unwrap();
-    println!(
-        "records {total}, log {} bytes; unplaced {}; unrecorded changes {}",
-        log.bytes.len(),
-        model.unplaced.len(),
-        diff.len()
-    );
-    for d in model.unplaced.iter().chain(&diff).take(20) {
-        println!("  {d}");
+    std::fs::create_dir(&dir).unwrap();
+    copy_tree(&dir, &snap).unwrap();
+    run_calls(&dir, &t.path().join("outside"), &log_path);
+    let run = common::untorn([
+        "recording".as_ref(),
+        "images".as_ref(),
+        snap.as_os_str(),
+        log_path.as_os_str(),
+        dir.as_os_str(),
+        out.as_os_str(),
+        "--images".as_ref(),
+        "6".as_ref(),
+        "--seed".as_ref(),
+        "3".as_ref(),
+        "--cuts".as_ref(),
+        "mixed".as_ref(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.context());
+    let summary: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(summary["replay"]["unrecorded"], serde_json::json!([]));
+    assert_eq!(summary["images"], 6);
+    let listing: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(out.join("images.json")).unwrap()).unwrap();
+    let log = Log::read(&log_path).unwrap();
+    for (i, e) in listing.iter().enumerate() {
+        assert!(Path::new(e["image"].as_str().unwrap()).is_dir());
+        // Mixed: every other cut just before a sync with writes pending.
+        assert_eq!(e["before_sync"], i % 2 == 1, "{e}");
+        let cut = e["cut"].as_u64().unwrap() as usize;
+        if i % 2 == 1 {
+            assert!(
+                matches!(
+                    log.records[cut].op,
+                    Op::Fsync | Op::Fdatasync | Op::Syncfs | Op::Sync
+                ),
+                "{e}"
+            );
+        }
     }
-    let mut rng = SplitMix64::new(seed);
-    let mut listing = Vec::new();
-    for i in 0..n {
-        let cut = rng.below(total as u64 + 1) as usize;
-        let mut m = Model::from_snapshot(snap, &log).unwrap();
-        m.replay_to(cut);
-        let faults = Faults {
-            tear: sector > 0,
-            sector: sector.max(512),
-        };
-        let (img, counts) = image::crash(&m, faults, &mut rng);
-        let dir = out.join(format!("image{i:03}"));
-        img.write_to(&dir).unwrap();
-        let at = log.records.get(cut).map_or(u64::MAX, |r| r.time_ns);
-        listing.push(serde_json::json!({"image": dir, "cut": cut, "records": total, "cut_time_ns": at, "crash": counts}));
-    }
-    std::fs::write(
-        out.join("images.json"),
-        serde_json::to_string_pretty(&listing).unwrap(),
-    )
-    .unwrap();
-    println!("{n} images under {}", out.display());
+    // A second run into the same place is refused, the images left alone.
+    let again = common::untorn([
+        "recording".as_ref(),
+        "images".as_ref(),
+        snap.as_os_str(),
+        log_path.as_os_str(),
+        dir.as_os_str(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(again.code, Some(2), "{}", again.context());
+    assert!(again.stderr.contains("is not empty"), "{}", again.stderr);
+    assert!(out.join("image005").is_dir());
 }

@@ -5,6 +5,7 @@ mod check;
 mod crashtest;
 mod inspect;
 mod progress;
+mod recording;
 mod serve;
 mod stats;
 mod study;
@@ -122,6 +123,10 @@ enum Command {
     /// The crash laboratory: simulated power loss with torn, dropped and
     /// reordered writes, checked by an oracle, per protection mode.
     Crashtest(crashtest::CrashTestArgs),
+    /// The crash laboratory for real databases: the LD_PRELOAD recorder,
+    /// and crash images from its log (driven by scripts/crash-external).
+    #[command(subcommand)]
+    Recording(recording::RecordingCommand),
 }
 
 /// Settings fixed when a database is created.
@@ -231,6 +236,7 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
         Command::Crashtest(args) => crashtest::run(&args),
         Command::Study(args) => study::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Recording(cmd) => recording::run(&cmd),
     }
 }
 

@@ -11,6 +11,7 @@
 //! (a write the recorder could not see: mmap, io_uring, a static binary).
 
 pub mod image;
+pub mod images;
 pub mod log;
 pub mod recorder;
 pub mod replay;
