@@ -8,6 +8,7 @@ mod common;
 
 use common::serve::client;
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -327,20 +328,13 @@ fn recording_images_replays_a_recording_into_images_it_lists() {
     std::fs::create_dir(&dir).unwrap();
     copy_tree(&dir, &snap).unwrap();
     run_calls(&dir, &t.path().join("outside"), &log_path);
-    let run = common::untorn([
-        "recording".as_ref(),
-        "images".as_ref(),
-        snap.as_os_str(),
-        log_path.as_os_str(),
-        dir.as_os_str(),
-        out.as_os_str(),
-        "--images".as_ref(),
-        "6".as_ref(),
-        "--seed".as_ref(),
-        "3".as_ref(),
-        "--cuts".as_ref(),
-        "mixed".as_ref(),
-    ]);
+    let images = |flags: &[&str]| {
+        let mut args: Vec<&OsStr> = vec!["recording".as_ref(), "images".as_ref()];
+        args.extend([&snap, &log_path, &dir, &out].map(|p| p.as_os_str()));
+        args.extend(flags.iter().map(OsStr::new));
+        common::untorn(args)
+    };
+    let run = images(&["--images", "6", "--seed", "3", "--cuts", "mixed"]);
     assert_eq!(run.code, Some(0), "{}", run.context());
     let summary: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(summary["replay"]["unrecorded"], serde_json::json!([]));
@@ -364,14 +358,7 @@ fn recording_images_replays_a_recording_into_images_it_lists() {
         }
     }
     // A second run into the same place is refused, the images left alone.
-    let again = common::untorn([
-        "recording".as_ref(),
-        "images".as_ref(),
-        snap.as_os_str(),
-        log_path.as_os_str(),
-        dir.as_os_str(),
-        out.as_os_str(),
-    ]);
+    let again = images(&[]);
     assert_eq!(again.code, Some(2), "{}", again.context());
     assert!(again.stderr.contains("is not empty"), "{}", again.stderr);
     assert!(out.join("image005").is_dir());
