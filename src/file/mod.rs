@@ -18,6 +18,7 @@
 //!   simulated file system (`crashlab::sim`) and the benchmark laboratory's
 //!   device model stand in behind the same traits, outside this module.
 
+pub mod atomic;
 mod io_stats;
 pub mod lock;
 pub mod overlay;

@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod crashtest;
 mod inspect;
+mod probe;
 mod progress;
 mod recording;
 mod serve;
@@ -51,6 +52,18 @@ enum Command {
     /// Print the control file (like pg_controldata).
     Inspect {
         dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What the file system and device under DIR say about torn writes:
+    /// the sector, statx's atomic-write units, and whether a page is
+    /// written untorn by the device, by a software fallback, or not.
+    Probe {
+        dir: PathBuf,
+        /// The page size to judge [default: 8KB].
+        #[arg(long, default_value = "8KB", value_parser = parse_size)]
+        page_size: u64,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -220,6 +233,11 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect { dir, json } => inspect::run(posix().as_ref(), &dir, json),
+        Command::Probe {
+            dir,
+            page_size,
+            json,
+        } => probe::run(&dir, u32::try_from(page_size).unwrap_or(u32::MAX), json),
         Command::Waldump {
             dir,
             start,
