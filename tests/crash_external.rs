@@ -14,17 +14,37 @@ fn the_driver_power_cuts_untorn_serve_and_every_image_keeps_its_commits() {
     common::serve::client("pgbench"); // installed by scripts/install-clients
     let t = tempfile::tempdir().unwrap();
     let json = t.path().join("result.json");
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/crash-external"))
-        .args(["untorn", "--modes", "full_pages", "--torn", "3", "--untorn", "2"])
-        .args(["--batch", "2", "--duration", "5", "--kill-after", "3", "--seed", "5"])
-        .arg("--untorn-bin")
-        .arg(env!("CARGO_BIN_EXE_untorn"))
-        .arg("--work")
-        .arg(t.path())
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let out = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/crash-external"
+    ))
+    .args([
+        "untorn",
+        "--modes",
+        "full_pages",
+        "--torn",
+        "3",
+        "--untorn",
+        "2",
+    ])
+    .args([
+        "--batch",
+        "2",
+        "--duration",
+        "5",
+        "--kill-after",
+        "3",
+        "--seed",
+        "5",
+    ])
+    .arg("--untorn-bin")
+    .arg(env!("CARGO_BIN_EXE_untorn"))
+    .arg("--work")
+    .arg(t.path())
+    .arg("--json")
+    .arg(&json)
+    .output()
+    .unwrap();
     let text = format!(
         "{}\n{}",
         String::from_utf8_lossy(&out.stdout),
