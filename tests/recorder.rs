@@ -23,7 +23,10 @@ fn library() -> PathBuf {
 }
 
 fn run_calls(dir: &Path, outside: &Path, log_path: &Path) {
-    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("recorder_calls");
+    // Built beside `dir`, in the caller's temporary directory: two tests
+    // building one shared path raced (one ran it while the other's cc
+    // wrote it: "Text file busy").
+    let bin = dir.with_file_name("recorder_calls");
     let cc = Command::new("cc")
         .args(["-O1", "-o"])
         .arg(&bin)
