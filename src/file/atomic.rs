@@ -11,9 +11,9 @@
 //!   takes the fallback, which costs an extent per write.
 //! - Kernels without the field answer with the mask bit clear: no support.
 
+use super::sector::block_queue_values;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// A file's atomic-write figures, as statx gives them (bytes; 0: none).
@@ -117,29 +117,14 @@ impl DeviceAtomicWrites {
     /// None where sysfs has no block device for `path` (tmpfs, overlay) or
     /// the kernel has no atomic_write_* files.
     pub fn probe(path: &Path) -> Option<DeviceAtomicWrites> {
-        let dev = path
-            .ancestors()
-            .find_map(|p| std::fs::metadata(p).ok())?
-            .dev();
-        let device =
-            Path::new("/sys/dev/block").join(format!("{}:{}", libc::major(dev), libc::minor(dev)));
-        [device.join("queue"), device.join("../queue")]
-            .iter()
-            .find_map(|queue| {
-                let read = |name: &str| -> Option<u64> {
-                    std::fs::read_to_string(queue.join(name))
-                        .ok()?
-                        .trim()
-                        .parse()
-                        .ok()
-                };
-                Some(DeviceAtomicWrites {
-                    unit_min: read("atomic_write_unit_min_bytes")?,
-                    unit_max: read("atomic_write_unit_max_bytes")?,
-                    max_bytes: read("atomic_write_max_bytes")?,
-                    boundary: read("atomic_write_boundary_bytes").unwrap_or(0),
-                })
+        block_queue_values(path, |read| {
+            Some(DeviceAtomicWrites {
+                unit_min: read("atomic_write_unit_min_bytes")?,
+                unit_max: read("atomic_write_unit_max_bytes")?,
+                max_bytes: read("atomic_write_max_bytes")?,
+                boundary: read("atomic_write_boundary_bytes").unwrap_or(0),
             })
+        })
     }
 }
 

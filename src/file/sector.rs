@@ -14,28 +14,40 @@ use std::path::Path;
 /// The sector of the block device holding `path`, or of its nearest
 /// existing ancestor (a database directory may not exist yet).
 pub fn probe_sector_size(path: &Path) -> Option<u32> {
+    block_queue_values(path, |read| {
+        let logical = read("logical_block_size")?;
+        let physical = read("physical_block_size").unwrap_or(logical);
+        u32::try_from(logical.max(physical)).ok()
+    })
+    .filter(|s| s.is_power_of_two() && *s >= 512)
+}
+
+/// Figures from the sysfs `queue/` of the block device holding `path` (or
+/// its nearest existing ancestor): `pick` reads numbers by file name and
+/// answers from them, for the first queue directory where it can. A
+/// partition has no queue/ of its own: its disk, the parent, has it.
+pub fn block_queue_values<T>(
+    path: &Path,
+    pick: impl Fn(&dyn Fn(&str) -> Option<u64>) -> Option<T>,
+) -> Option<T> {
     let dev = path
         .ancestors()
         .find_map(|p| std::fs::metadata(p).ok())?
         .dev();
     let (major, minor) = (libc::major(dev), libc::minor(dev));
     let device = Path::new("/sys/dev/block").join(format!("{major}:{minor}"));
-    // A partition has no queue/ of its own: its disk, the parent, has it.
     [device.join("queue"), device.join("../queue")]
         .iter()
         .find_map(|queue| {
-            let read = |name: &str| -> Option<u32> {
+            let read = |name: &str| -> Option<u64> {
                 std::fs::read_to_string(queue.join(name))
                     .ok()?
                     .trim()
                     .parse()
                     .ok()
             };
-            let logical = read("logical_block_size")?;
-            let physical = read("physical_block_size").unwrap_or(logical);
-            Some(logical.max(physical))
+            pick(&read)
         })
-        .filter(|s| s.is_power_of_two() && *s >= 512)
 }
 
 #[cfg(test)]
