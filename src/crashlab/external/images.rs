@@ -122,25 +122,35 @@ pub fn build_images(snapshot: &Path, log: &Log, out: &Path, plan: Plan) -> Resul
     }
     let total = log.records.len();
     let syncs = sync_cut_points(log);
+    // Each image's choices (its cut, then its crash) come from its own
+    // rng; the images are then built in cut order, so the snapshot is read
+    // once and the log replayed once for them all.
+    let mut planned: Vec<(usize, usize, bool, SplitMix64)> = (plan.first..plan.first + plan.images)
+        .map(|i| {
+            let mut rng =
+                SplitMix64::new(plan.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let at_sync = match plan.cuts {
+                Cuts::Random => false,
+                Cuts::BeforeSync => true,
+                Cuts::Mixed => i % 2 == 1,
+            } && !syncs.is_empty();
+            let cut = if at_sync {
+                syncs[rng.below(syncs.len() as u64) as usize]
+            } else {
+                rng.below(total as u64 + 1) as usize
+            };
+            (i, cut, at_sync, rng)
+        })
+        .collect();
+    planned.sort_by_key(|p| (p.1, p.0));
+    let faults = Faults {
+        tear: plan.tear_sector.is_some(),
+        sector: plan.tear_sector.unwrap_or(512),
+    };
+    let mut model = Model::from_snapshot(snapshot, log)?;
     let mut listing = Vec::new();
-    for i in plan.first..plan.first + plan.images {
-        let mut rng = SplitMix64::new(plan.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let at_sync = match plan.cuts {
-            Cuts::Random => false,
-            Cuts::BeforeSync => true,
-            Cuts::Mixed => i % 2 == 1,
-        } && !syncs.is_empty();
-        let cut = if at_sync {
-            syncs[rng.below(syncs.len() as u64) as usize]
-        } else {
-            rng.below(total as u64 + 1) as usize
-        };
-        let mut model = Model::from_snapshot(snapshot, log)?;
+    for (i, cut, at_sync, mut rng) in planned {
         model.replay_to(cut);
-        let faults = Faults {
-            tear: plan.tear_sector.is_some(),
-            sector: plan.tear_sector.unwrap_or(512),
-        };
         let (img, crash) = image::crash(&model, faults, &mut rng);
         let dir = out.join(format!("image{i:03}"));
         img.write_to(&dir)?;
@@ -154,6 +164,7 @@ pub fn build_images(snapshot: &Path, log: &Log, out: &Path, plan: Plan) -> Resul
             crash,
         });
     }
+    listing.sort_by(|a, b| a.image.cmp(&b.image));
     let json = serde_json::to_string_pretty(&listing).map_err(Error::other)?;
     std::fs::write(out.join("images.json"), json)?;
     Ok(listing)

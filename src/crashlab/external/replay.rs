@@ -86,6 +86,8 @@ pub struct Model<'a> {
     /// Writes announced and not answered, by (pid, tid): (file, offset,
     /// length). After a kill, each may or may not have reached the file.
     pub in_flight: HashMap<(u32, u32), (Id, u64, u64)>,
+    /// Records replayed so far: [`Model::replay_to`] goes on from here.
+    replayed: usize,
 }
 
 const ROOT: Id = 0;
@@ -110,6 +112,7 @@ impl<'a> Model<'a> {
             by_ino: HashMap::new(),
             unplaced: Vec::new(),
             in_flight: HashMap::new(),
+            replayed: 0,
         };
         m.names.insert(String::new(), ROOT);
         m.load(snapshot, "")?;
@@ -147,11 +150,19 @@ impl<'a> Model<'a> {
         self.inodes.len() - 1
     }
 
-    /// Replays records `[0, cut)`.
+    /// Replays records up to `cut` (exclusive), going on from those
+    /// already replayed; a cut behind them is a caller's bug.
     pub fn replay_to(&mut self, cut: usize) {
-        for i in 0..cut.min(self.log.records.len()) {
+        let cut = cut.min(self.log.records.len());
+        assert!(
+            cut >= self.replayed,
+            "replay cannot go back: at {}, asked {cut}",
+            self.replayed
+        );
+        for i in self.replayed..cut {
             self.apply(i);
         }
+        self.replayed = cut;
     }
 
     fn file(&mut self, r: &Record, i: usize) -> Option<Id> {
