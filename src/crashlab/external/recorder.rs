@@ -7,6 +7,7 @@
 use std::io::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The recorder's C source (see its header for what it intercepts).
 pub const SOURCE: &str = include_str!("record.c");
@@ -23,14 +24,18 @@ pub fn build(dir: &Path) -> Result<PathBuf> {
         return Ok(lib);
     }
     std::fs::create_dir_all(dir)?;
-    let src = dir.join(format!("untorn_record-{hash:016x}.c"));
+    // Source and library are written under a name of this call's own and
+    // the library renamed into place, so concurrent builders (tests are
+    // threads of one process) never share a half-written file.
+    static BUILDS: AtomicU64 = AtomicU64::new(0);
+    let own = format!(
+        "untorn_record-{hash:016x}.{}.{}",
+        std::process::id(),
+        BUILDS.fetch_add(1, Ordering::Relaxed)
+    );
+    let src = dir.join(format!("{own}.c"));
     std::fs::write(&src, SOURCE)?;
-    // Built beside its final name and renamed, so concurrent builders
-    // never load a half-written library.
-    let tmp = dir.join(format!(
-        "untorn_record-{hash:016x}.{}.tmp",
-        std::process::id()
-    ));
+    let tmp = dir.join(format!("{own}.tmp"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
         .args(["-shared", "-fPIC", "-O2", "-Wall", "-o"])
@@ -46,6 +51,7 @@ pub fn build(dir: &Path) -> Result<PathBuf> {
         )));
     }
     std::fs::rename(&tmp, &lib)?;
+    let _ = std::fs::remove_file(&src);
     Ok(lib)
 }
 
@@ -56,4 +62,33 @@ pub fn under_recorder(command: &mut Command, lib: &Path, dir: &Path, log: &Path)
         .env("LD_PRELOAD", lib)
         .env("UNTORN_RECORD_DIR", dir)
         .env("UNTORN_RECORD_LOG", log);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // CI failed when two tests built the recorder at once: they shared
+    // one temporary name, and the second rename found nothing.
+    #[test]
+    fn concurrent_builds_into_one_directory_all_succeed() {
+        if Command::new("cc").arg("--version").output().is_err() {
+            eprintln!("CANNOT RUN: no C compiler");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let libs: Vec<PathBuf> = std::thread::scope(|s| {
+            let builders: Vec<_> = (0..4).map(|_| s.spawn(|| build(t.path()))).collect();
+            builders
+                .into_iter()
+                .map(|b| b.join().unwrap().expect("every builder succeeds"))
+                .collect()
+        });
+        assert!(libs.iter().all(|l| l == &libs[0] && l.is_file()));
+        let left: Vec<_> = std::fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![libs[0].file_name().unwrap().to_owned()]);
+    }
 }
