@@ -29,10 +29,42 @@ pub struct ColumnDef {
     pub serial: bool,
 }
 
+/// The columns of a key (the primary key's or an index's), in key order.
+/// Stored as a number when there is one, the format from before
+/// composite keys, and as an array when more (docs/FORMAT.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyColumns(pub Vec<usize>);
+
+impl Serialize for KeyColumns {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => one.serialize(s),
+            many => many.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyColumns {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Stored {
+            One(usize),
+            Many(Vec<usize>),
+        }
+        match Stored::deserialize(d)? {
+            Stored::One(c) => Ok(KeyColumns(vec![c])),
+            Stored::Many(cs) if !cs.is_empty() => Ok(KeyColumns(cs)),
+            Stored::Many(_) => Err(serde::de::Error::custom("a key without columns")),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct IndexDef {
     pub name: String,
-    pub column: usize,
+    #[serde(rename = "column")]
+    pub columns: KeyColumns,
     /// The engine table of its entries.
     pub engine_table: String,
 }
@@ -41,8 +73,8 @@ pub struct IndexDef {
 pub struct TableDef {
     pub name: String,
     pub columns: Vec<ColumnDef>,
-    /// The primary key column; `None`: rows are keyed by a hidden row id.
-    pub primary_key: Option<usize>,
+    /// The primary key's columns; `None`: rows are keyed by a hidden row id.
+    pub primary_key: Option<KeyColumns>,
     pub indexes: Vec<IndexDef>,
     /// The engine table of its rows.
     pub engine_table: String,
@@ -149,6 +181,20 @@ impl Catalog {
                     format!("malformed SQL catalog row: {e}"),
                 )
             })?;
+            let n = def.columns.len();
+            let keys = def
+                .primary_key
+                .iter()
+                .chain(def.indexes.iter().map(|i| &i.columns));
+            if keys.flat_map(|k| &k.0).any(|&c| c >= n) {
+                return Err(SqlError::new(
+                    codes::DATA_CORRUPTED,
+                    format!(
+                        "malformed SQL catalog row of table \"{}\": a key names a column it lacks",
+                        def.name
+                    ),
+                ));
+            }
             owned.insert(def.engine_table.clone());
             owned.extend(def.indexes.iter().map(|i| i.engine_table.clone()));
             let meta = Self::meta(db, def, None)?;
@@ -250,9 +296,9 @@ fn largest_id(
     types: &[SqlType],
 ) -> Result<i64, SqlError> {
     let serial = def.columns.iter().position(|c| c.serial);
-    let keyed_by_id = match (def.primary_key, serial) {
+    let keyed_by_id = match (&def.primary_key, serial) {
         (None, _) => true,
-        (Some(pk), Some(s)) => pk == s,
+        (Some(pk), Some(s)) => pk.0 == [s],
         (Some(_), None) => return Ok(0),
     };
     let tx = db.begin();
@@ -304,4 +350,54 @@ pub(super) fn column_of(cols: &[ColumnDef], name: &str) -> Result<usize, SqlErro
 /// The columns as an expression scope sees them.
 pub(super) fn scope_columns(cols: &[ColumnDef]) -> Vec<(String, SqlType)> {
     cols.iter().map(|c| (c.name.clone(), c.ty)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Options;
+
+    /// Catalog rows written before composite keys (a number) still load;
+    /// one column is still written as a number, several as an array.
+    #[test]
+    fn key_columns_read_the_old_form_and_write_one_column_as_before() {
+        let old = r#"{"name":"t","columns":[],"primary_key":0,
+            "indexes":[{"name":"i","column":1,"engine_table":"sql.i.i.2"}],
+            "engine_table":"sql.t.t.1"}"#;
+        let def: TableDef = serde_json::from_str(old).unwrap();
+        assert_eq!(def.primary_key, Some(KeyColumns(vec![0])));
+        assert_eq!(def.indexes[0].columns, KeyColumns(vec![1]));
+        let json = serde_json::to_string(&def).unwrap();
+        assert!(json.contains(r#""primary_key":0"#), "{json}");
+        assert!(json.contains(r#""column":1"#), "{json}");
+        let composite = TableDef {
+            primary_key: Some(KeyColumns(vec![2, 0])),
+            ..def
+        };
+        let json = serde_json::to_string(&composite).unwrap();
+        assert!(json.contains(r#""primary_key":[2,0]"#), "{json}");
+        let back: TableDef = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, composite);
+        let empty = json.replace("[2,0]", "[]");
+        assert!(serde_json::from_str::<TableDef>(&empty).is_err());
+    }
+
+    /// A catalog row whose key names a column the table lacks is refused
+    /// as corrupt when the catalog opens, not indexed out of bounds later.
+    #[test]
+    fn a_key_naming_a_missing_column_is_refused_as_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path(), Options::default()).unwrap();
+        db.create_table(CATALOG_TABLE).unwrap();
+        let cat = db.table(CATALOG_TABLE).unwrap();
+        let row = r#"{"name":"t","columns":[{"name":"a","ty":"Int4","not_null":true,
+            "default":null,"serial":false}],"primary_key":[0,3],"indexes":[],
+            "engine_table":"sql.catalog"}"#;
+        let mut tx = db.begin();
+        tx.upsert(&cat, b"t", row.as_bytes()).unwrap();
+        tx.commit().unwrap();
+        let e = Catalog::open(&db).err().expect("refused");
+        assert_eq!(e.code, codes::DATA_CORRUPTED);
+        assert!(e.message.contains("names a column it lacks"), "{e}");
+    }
 }

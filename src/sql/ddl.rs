@@ -3,7 +3,7 @@
 //! writes new engine tables, then switches the catalog row (its commit
 //! point), then drops the tables it replaced.
 
-use super::catalog::{Catalog, ColumnDef, IndexDef, TableDef, TableMeta};
+use super::catalog::{Catalog, ColumnDef, IndexDef, KeyColumns, TableDef, TableMeta};
 use super::engine_err;
 use super::exec::{candidates, Sink};
 use super::expr::Ctx;
@@ -18,14 +18,14 @@ pub fn create_table(
     cat: &Catalog,
     name: &str,
     columns: Vec<ColumnDef>,
-    primary_key: Option<usize>,
+    primary_key: Option<Vec<usize>>,
 ) -> Result<(), SqlError> {
     let engine_table = cat.engine_name(&format!("t.{name}"));
     db.create_table(&engine_table).map_err(engine_err)?;
     let def = TableDef {
         name: name.to_string(),
         columns,
-        primary_key,
+        primary_key: primary_key.map(KeyColumns),
         indexes: Vec::new(),
         engine_table,
     };
@@ -83,17 +83,16 @@ fn rebuild(db: &Database, old: &TableMeta, def: TableDef) -> Result<TableMeta, S
     let mut reader = db.begin_shared();
     let mut sink = Sink::batched(db, &new);
     let result = (|| {
-        for (_, row) in candidates(&mut reader, old, &Access::Full, &cx, false)? {
-            if let Some(pk) = new.def.primary_key {
-                if row[pk] == super::types::Value::Null {
-                    return Err(SqlError::new(
-                        codes::NOT_NULL_VIOLATION,
-                        format!(
-                            "column \"{}\" of relation \"{}\" contains null values",
-                            new.def.columns[pk].name, new.def.name
-                        ),
-                    ));
-                }
+        for (_, row) in candidates(&mut reader, old, &Access::Full, &cx, false, None)? {
+            let mut key_columns = new.def.primary_key.iter().flat_map(|k| &k.0);
+            if let Some(&c) = key_columns.find(|&&c| row[c] == super::types::Value::Null) {
+                return Err(SqlError::new(
+                    codes::NOT_NULL_VIOLATION,
+                    format!(
+                        "column \"{}\" of relation \"{}\" contains null values",
+                        new.def.columns[c].name, new.def.name
+                    ),
+                ));
             }
             super::exec::insert_row(&mut sink, &new, &row)?;
         }
@@ -120,7 +119,7 @@ pub fn add_primary_key(
     db: &Database,
     cat: &Catalog,
     name: &str,
-    column: usize,
+    columns: &[usize],
 ) -> Result<(), SqlError> {
     let old = cat.get(name)?;
     if old.def.primary_key.is_some() {
@@ -130,8 +129,10 @@ pub fn add_primary_key(
         ));
     }
     let mut def = old.def.clone();
-    def.primary_key = Some(column);
-    def.columns[column].not_null = true;
+    def.primary_key = Some(KeyColumns(columns.to_vec()));
+    for &c in columns {
+        def.columns[c].not_null = true;
+    }
     let def = fresh_tables(db, cat, def)?;
     let new = rebuild(db, &old, def)?;
     cat.store(db, name, Some(new))?;
@@ -144,7 +145,7 @@ pub fn create_index(
     cat: &Catalog,
     name: &str,
     table: &str,
-    column: usize,
+    columns: &[usize],
 ) -> Result<(), SqlError> {
     let old = cat.get(table)?;
     if old.def.indexes.iter().any(|i| i.name == name) {
@@ -164,10 +165,10 @@ pub fn create_index(
     };
     let mut reader = db.begin_shared();
     let built = (|| {
-        let rows = candidates(&mut reader, &old, &Access::Full, &cx, false)?;
+        let rows = candidates(&mut reader, &old, &Access::Full, &cx, false, None)?;
         let entries = rows
             .iter()
-            .map(|(k, r)| (index_key(&r[column], k), Vec::new()));
+            .map(|(k, r)| (index_key(columns.iter().map(|&c| &r[c]), k), Vec::new()));
         db.bulk_load(&index, entries).map_err(engine_err)
     })();
     if let Err(e) = built {
@@ -177,7 +178,7 @@ pub fn create_index(
     let mut def = old.def.clone();
     def.indexes.push(IndexDef {
         name: name.to_string(),
-        column,
+        columns: KeyColumns(columns.to_vec()),
         engine_table,
     });
     let meta = Catalog::meta(db, def, Some(old.next_id.clone()))?;

@@ -1,10 +1,13 @@
 //! Running DML and queries on an engine transaction.
 
-use super::catalog::{ColumnDef, TableMeta};
+use super::catalog::{ColumnDef, IndexDef, TableMeta};
 use super::engine_err;
 use super::expr::{as_int, compare, Ctx, Expr};
 use super::plan::{Access, Item, Select};
-use super::row::{decode_row, encode_key, encode_row, index_key, index_row_key, prefix_end};
+use super::row::{
+    decode_row, encode_key, encode_key_into, encode_keys, encode_row, index_key, index_row_key,
+    prefix_end,
+};
 use super::types::{codes, SqlError, SqlType, Value};
 use crate::db::Database;
 use crate::txn::Transaction;
@@ -196,30 +199,47 @@ pub fn build_row(
         .collect()
 }
 
-pub fn insert_row(sink: &mut Sink<'_>, meta: &TableMeta, row: &[Value]) -> Result<(), SqlError> {
-    let key = match meta.def.primary_key {
-        Some(pk) => encode_key(&row[pk]),
+/// A row's engine key: its primary-key columns' values, or a fresh
+/// hidden row id.
+fn row_key(meta: &TableMeta, row: &[Value]) -> Vec<u8> {
+    match &meta.def.primary_key {
+        Some(pk) => encode_keys(pk.0.iter().map(|&c| &row[c])),
         None => encode_key(&Value::Int(meta.take_id())),
-    };
+    }
+}
+
+/// The entry of index `def` for the row `row` keyed `key`.
+fn index_entry(def: &IndexDef, row: &[Value], key: &[u8]) -> Vec<u8> {
+    index_key(def.columns.0.iter().map(|&c| &row[c]), key)
+}
+
+pub fn insert_row(sink: &mut Sink<'_>, meta: &TableMeta, row: &[Value]) -> Result<(), SqlError> {
+    let key = row_key(meta, row);
     let tx = sink.tx();
     tx.insert(&meta.rows, &key, &encode_row(&meta.types, row))
         .map_err(|e| dup(e, meta, row))?;
     for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
-        tx.insert(t, &index_key(&row[def.column], &key), b"")
+        tx.insert(t, &index_entry(def, row, &key), b"")
             .map_err(engine_err)?;
     }
     sink.row_done()
 }
 
 fn dup(e: crate::Error, meta: &TableMeta, row: &[Value]) -> SqlError {
-    match (&e, meta.def.primary_key) {
-        (crate::Error::DuplicateKey { .. }, Some(pk)) => SqlError::new(
-            codes::UNIQUE_VIOLATION,
-            format!(
-                "duplicate key value violates unique constraint \"{}_pkey\": Key ({})=({}) already exists.",
-                meta.def.name, meta.def.columns[pk].name, show(&row[pk])
-            ),
-        ),
+    match (&e, &meta.def.primary_key) {
+        (crate::Error::DuplicateKey { .. }, Some(pk)) => {
+            let names: Vec<&str> = pk.0.iter().map(|&c| &*meta.def.columns[c].name).collect();
+            let values: Vec<String> = pk.0.iter().map(|&c| show(&row[c])).collect();
+            SqlError::new(
+                codes::UNIQUE_VIOLATION,
+                format!(
+                    "duplicate key value violates unique constraint \"{}_pkey\": Key ({})=({}) already exists.",
+                    meta.def.name,
+                    names.join(", "),
+                    values.join(", ")
+                ),
+            )
+        }
         _ => engine_err(e),
     }
 }
@@ -233,14 +253,17 @@ fn show(v: &Value) -> String {
 }
 
 /// The (key, row) pairs the access path finds, before the filter.
-/// With `lock`, each row is locked and read again (UPDATE, DELETE).
+/// With `lock`, each row is locked and read again (UPDATE, DELETE, FOR
+/// UPDATE). With `cap`, a key range stops after that many rows.
 pub fn candidates(
     tx: &mut Tx,
     meta: &TableMeta,
     access: &Access,
     cx: &Ctx<'_>,
     lock: bool,
+    cap: Option<usize>,
 ) -> Result<Vec<KeyedRow>, SqlError> {
+    let cap = cap.unwrap_or(usize::MAX);
     let mut keys: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
     let scan_range = |tx: &Tx,
                       start: Vec<u8>,
@@ -250,10 +273,11 @@ pub fn candidates(
                       want_rows: bool|
      -> Result<(), SqlError> {
         let mut start = start;
-        loop {
+        while out.len() < cap {
             cx.watch.check()?;
+            let want = SCAN_CHUNK.min(cap - out.len());
             let chunk = tx
-                .scan(table, &start, end.as_deref(), SCAN_CHUNK)
+                .scan(table, &start, end.as_deref(), want)
                 .map_err(engine_err)?;
             let n = chunk.len();
             if let Some((k, _)) = chunk.last() {
@@ -271,49 +295,57 @@ pub fn candidates(
                     ),
                 ));
             }
-            if n < SCAN_CHUNK {
-                return Ok(());
+            if n < want {
+                break;
             }
         }
+        Ok(())
     };
+    let pk = meta.def.primary_key.as_ref().map_or(&[][..], |k| &k.0[..]);
     match access {
-        Access::Key(e) => {
-            let v = e.eval(&[], cx)?;
-            if let Some(v) = key_value(meta, v)? {
-                keys.push((encode_key(&v), None));
+        Access::Keys(tuples) => {
+            for t in tuples {
+                if let Some(k) = key_prefix(meta, pk, t, cx)? {
+                    keys.push((k, None));
+                }
+            }
+            // An IN list may name a key twice; each row is read once.
+            if keys.len() > 1 {
+                keys.sort_unstable();
+                keys.dedup();
             }
         }
-        Access::Range(lo, hi) => {
-            let lo = lo.as_ref().map(|e| e.eval(&[], cx)).transpose()?;
-            let hi = hi.as_ref().map(|e| e.eval(&[], cx)).transpose()?;
-            let lo = match lo {
-                Some(v) => match key_value(meta, v)? {
-                    Some(v) => encode_key(&v),
-                    None => return Ok(Vec::new()),
-                },
-                None => vec![1],
+        Access::Range { prefix, lo, hi } => {
+            let Some(start) = key_prefix(meta, pk, prefix, cx)? else {
+                return Ok(Vec::new());
             };
-            let hi = match hi {
-                Some(v) => match key_value(meta, v)? {
-                    Some(v) => prefix_end(&encode_key(&v)),
-                    None => return Ok(Vec::new()),
-                },
-                None => None,
+            let next = &pk[prefix.len()..pk.len().min(prefix.len() + 1)];
+            // A bound no key can take (NULL, out of the column's range)
+            // matches nothing; no bound leaves the range open.
+            let bound = |e: &Option<Expr>| -> Result<Option<Option<Vec<u8>>>, SqlError> {
+                match e {
+                    None => Ok(Some(None)),
+                    Some(e) => Ok(key_prefix(meta, next, std::slice::from_ref(e), cx)?.map(Some)),
+                }
             };
-            scan_range(tx, lo, hi, &mut keys, &meta.rows, !lock)?;
+            let (Some(lo), Some(hi)) = (bound(lo)?, bound(hi)?) else {
+                return Ok(Vec::new());
+            };
+            let lo = lo.unwrap_or_default();
+            let end = match hi {
+                Some(h) => prefix_end(&[&start[..], &h[..]].concat()),
+                None if start.is_empty() => None,
+                None => prefix_end(&start),
+            };
+            let mut from = [&start[..], &lo[..]].concat();
+            if from.is_empty() {
+                from.push(0);
+            }
+            scan_range(tx, from, end, &mut keys, &meta.rows, !lock)?;
         }
-        Access::Index(i, e) => {
-            let v = e.eval(&[], cx)?;
-            let col = meta.def.indexes[*i].column;
-            if v != Value::Null {
-                let v = store_value(
-                    v,
-                    &ColumnDef {
-                        not_null: false,
-                        ..meta.def.columns[col].clone()
-                    },
-                )?;
-                let prefix = index_key(&v, &[]);
+        Access::Index(i, values) => {
+            let cols = &meta.def.indexes[*i].columns.0;
+            if let Some(prefix) = key_prefix(meta, &cols[..values.len()], values, cx)? {
                 let mut entries = Vec::new();
                 scan_range(
                     tx,
@@ -323,8 +355,9 @@ pub fn candidates(
                     &meta.indexes[*i],
                     false,
                 )?;
+                let types = || cols.iter().map(|&c| meta.types[c]);
                 for (entry, _) in entries {
-                    keys.push((index_row_key(meta.types[col], &entry)?.to_vec(), None));
+                    keys.push((index_row_key(types(), &entry)?.to_vec(), None));
                 }
             }
         }
@@ -345,31 +378,40 @@ pub fn candidates(
     Ok(out)
 }
 
-/// A key value of the primary key's type; `None` when nothing can match
-/// (NULL, or an integer outside the column's range).
-fn key_value(meta: &TableMeta, v: Value) -> Result<Option<Value>, SqlError> {
-    let Some(pk) = meta.def.primary_key else {
-        return Ok(Some(v));
-    };
-    if v == Value::Null {
-        return Ok(None);
-    }
-    let col = &meta.def.columns[pk];
-    match store_value(v, col) {
-        Ok(v) => Ok(Some(v)),
-        Err(e)
-            if e.code == codes::NUMERIC_VALUE_OUT_OF_RANGE
-                || e.code == codes::STRING_DATA_RIGHT_TRUNCATION =>
-        {
-            Ok(None)
+/// `values` as key columns `cols` store them, encoded one after another;
+/// `None` when no key can match (a NULL, or an integer outside a column's
+/// range, as PostgreSQL compares int4 with a larger int8).
+fn key_prefix(
+    meta: &TableMeta,
+    cols: &[usize],
+    values: &[Expr],
+    cx: &Ctx<'_>,
+) -> Result<Option<Vec<u8>>, SqlError> {
+    let mut out = Vec::with_capacity(9 * values.len());
+    for (&c, e) in cols.iter().zip(values) {
+        let v = e.eval(&[], cx)?;
+        if v == Value::Null {
+            return Ok(None);
         }
-        Err(e) => Err(e),
+        match store_value(v, &meta.def.columns[c]) {
+            Ok(v) => encode_key_into(&mut out, &v),
+            Err(e)
+                if e.code == codes::NUMERIC_VALUE_OUT_OF_RANGE
+                    || e.code == codes::STRING_DATA_RIGHT_TRUNCATION =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        }
     }
+    Ok(Some(out))
 }
 
 /// The rows `filter` keeps among the access path's candidates. With
-/// `lock` (UPDATE, DELETE) each row is locked first, so the filter sees
-/// the row as it is once the lock is held.
+/// `lock` (UPDATE, DELETE, FOR UPDATE) each row is locked first, so the
+/// filter sees the row as it is once the lock is held. With `enough`,
+/// the path's rows come in the order asked for and reading stops once
+/// that many passed the filter.
 fn matching(
     tx: &mut Tx,
     meta: &TableMeta,
@@ -377,19 +419,25 @@ fn matching(
     filter: Option<&Expr>,
     cx: &Ctx<'_>,
     lock: bool,
+    enough: Option<usize>,
 ) -> Result<Vec<KeyedRow>, SqlError> {
-    let mut rows = candidates(tx, meta, access, cx, lock)?;
-    if let Some(f) = filter {
+    let mut cap = enough.map(|n| n.max(1));
+    loop {
+        let rows = candidates(tx, meta, access, cx, lock, cap)?;
+        let exhausted = cap.is_none_or(|c| rows.len() < c);
         let mut kept = Vec::with_capacity(rows.len());
         for (key, row) in rows {
             cx.watch.check()?;
-            if f.holds(&row, cx)? {
+            if filter.map_or(Ok(true), |f| f.holds(&row, cx))? {
                 kept.push((key, row));
             }
         }
-        rows = kept;
+        // The filter dropped rows the cap counted: read further.
+        if exhausted || enough.is_some_and(|n| kept.len() >= n) {
+            return Ok(kept);
+        }
+        cap = cap.map(|c| c.saturating_mul(4));
     }
-    Ok(rows)
 }
 
 /// UPDATE: returns the rows changed.
@@ -402,13 +450,13 @@ pub fn update(
     cx: &Ctx<'_>,
 ) -> Result<u64, SqlError> {
     let mut n = 0;
-    for (key, old) in matching(tx, meta, access, filter, cx, true)? {
+    for (key, old) in matching(tx, meta, access, filter, cx, true, None)? {
         let mut new = old.clone();
         for (c, e) in sets {
             new[*c] = store_value(e.eval(&old, cx)?, &meta.def.columns[*c])?;
         }
-        let new_key = match meta.def.primary_key {
-            Some(pk) if new[pk] != old[pk] => encode_key(&new[pk]),
+        let new_key = match &meta.def.primary_key {
+            Some(pk) if pk.0.iter().any(|&c| new[c] != old[c]) => row_key(meta, &new),
             _ => key.clone(),
         };
         if new_key != key {
@@ -420,10 +468,10 @@ pub fn update(
                 .map_err(engine_err)?;
         }
         for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
-            if new[def.column] != old[def.column] || new_key != key {
-                tx.delete(t, &index_key(&old[def.column], &key))
+            if def.columns.0.iter().any(|&c| new[c] != old[c]) || new_key != key {
+                tx.delete(t, &index_entry(def, &old, &key))
                     .map_err(engine_err)?;
-                tx.insert(t, &index_key(&new[def.column], &new_key), b"")
+                tx.insert(t, &index_entry(def, &new, &new_key), b"")
                     .map_err(engine_err)?;
             }
         }
@@ -441,10 +489,10 @@ pub fn delete(
     cx: &Ctx<'_>,
 ) -> Result<u64, SqlError> {
     let mut n = 0;
-    for (key, old) in matching(tx, meta, access, filter, cx, true)? {
+    for (key, old) in matching(tx, meta, access, filter, cx, true, None)? {
         tx.delete(&meta.rows, &key).map_err(engine_err)?;
         for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
-            tx.delete(t, &index_key(&old[def.column], &key))
+            tx.delete(t, &index_entry(def, &old, &key))
                 .map_err(engine_err)?;
         }
         n += 1;
@@ -474,16 +522,17 @@ pub fn select(
     s: &Select,
     cx: &Ctx<'_>,
 ) -> Result<Vec<Vec<Value>>, SqlError> {
-    let source: Vec<Vec<Value>> = match meta {
-        None => vec![Vec::new()],
-        Some(m) => matching(tx, m, &s.access, s.filter.as_ref(), cx, false)?
-            .into_iter()
-            .map(|(_, r)| r)
-            .collect(),
-    };
     let limit = match &s.limit {
         Some(e) => as_int(&e.eval(&[], cx)?)?.map(|n| n.max(0) as usize),
         None => None,
+    };
+    let enough = limit.filter(|_| s.in_access_order);
+    let source: Vec<Vec<Value>> = match meta {
+        None => vec![Vec::new()],
+        Some(m) => matching(tx, m, &s.access, s.filter.as_ref(), cx, s.lock, enough)?
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect(),
     };
     if s.aggregate {
         let mut out = Vec::new();

@@ -38,6 +38,8 @@ pub enum Expr {
     Not(Box<Expr>),
     IsNull(Box<Expr>, bool),
     Between(Box<Expr>, Box<Expr>, Box<Expr>, bool),
+    /// `x [NOT] IN (a, b, ...)`.
+    InList(Box<Expr>, Vec<Expr>, bool),
     Now,
 }
 
@@ -126,6 +128,17 @@ impl Scope<'_> {
                 let t = self.type_of(x, SqlType::Unknown);
                 self.type_of(lo, t);
                 self.type_of(hi, t);
+                SqlType::Bool
+            }
+            Expr::InList(x, list, _) => {
+                let mut t = self.type_of(x, SqlType::Unknown);
+                for e in list {
+                    let te = self.type_of(e, t);
+                    if t == SqlType::Unknown {
+                        t = te;
+                    }
+                }
+                self.type_of(x, t);
                 SqlType::Bool
             }
             Expr::And(a, b) | Expr::Or(a, b) => {
@@ -244,6 +257,17 @@ impl Scope<'_> {
                 Box::new(inner(self, expr)?),
                 Box::new(inner(self, low)?),
                 Box::new(inner(self, high)?),
+                *negated,
+            ),
+            ast::Expr::InList {
+                expr,
+                list,
+                negated,
+            } if !list.is_empty() => Expr::InList(
+                Box::new(inner(self, expr)?),
+                list.iter()
+                    .map(|e| inner(self, e))
+                    .collect::<Result<_, _>>()?,
                 *negated,
             ),
             ast::Expr::IsNull(a) => Expr::IsNull(Box::new(inner(self, a)?), false),
@@ -399,6 +423,25 @@ impl Expr {
                     (v, _) => v,
                 }
             }
+            Expr::InList(x, list, negated) => {
+                // SQL's three values: true on a match, else NULL when x or
+                // any member is NULL, else false; NOT IN negates that.
+                let x = x.eval(row, cx)?;
+                let mut found = if x == Value::Null { None } else { Some(false) };
+                for e in list {
+                    let v = e.eval(row, cx)?;
+                    if v == Value::Null {
+                        found = None;
+                    } else if x != Value::Null && compare(&x, &v)?.is_eq() {
+                        found = Some(true);
+                        break;
+                    }
+                }
+                match found {
+                    Some(b) => Value::Bool(b != *negated),
+                    None => Value::Null,
+                }
+            }
             Expr::And(a, b) => match (truth(&a.eval(row, cx)?)?, truth(&b.eval(row, cx)?)?) {
                 (Some(false), _) | (_, Some(false)) => Value::Bool(false),
                 (Some(true), Some(true)) => Value::Bool(true),
@@ -432,6 +475,7 @@ impl Expr {
                 a.is_constant() && b.is_constant()
             }
             Expr::Between(a, b, c, _) => a.is_constant() && b.is_constant() && c.is_constant(),
+            Expr::InList(x, list, _) => x.is_constant() && list.iter().all(Expr::is_constant),
         }
     }
 }

@@ -41,6 +41,8 @@ mod tests;
 #[cfg(test)]
 mod tests_concurrent;
 #[cfg(test)]
+mod tests_keys;
+#[cfg(test)]
 mod tests_limits;
 pub mod timestamp;
 pub mod types;

@@ -105,10 +105,7 @@ pub fn plan(
                 .collect::<Result<_, _>>()?,
         ),
         Statement::CreateIndex(ci)
-            if !ci.unique
-                && ci.predicate.is_none()
-                && ci.include.is_empty()
-                && ci.columns.len() == 1 =>
+            if !ci.unique && ci.predicate.is_none() && ci.include.is_empty() =>
         {
             create_index(cat, ci, sql)?
         }

@@ -1,5 +1,6 @@
-//! DDL statements mapped onto plans: CREATE TABLE with its column types,
-//! CREATE INDEX on one column, ALTER TABLE ... ADD PRIMARY KEY.
+//! DDL statements mapped onto plans: CREATE TABLE with its column types
+//! and a primary key of one or more columns, CREATE INDEX on one or more
+//! columns, ALTER TABLE ... ADD PRIMARY KEY.
 
 use super::catalog::column_of;
 use super::catalog::{Catalog, ColumnDef};
@@ -99,7 +100,9 @@ pub(super) fn create_table(
                     };
                     def.default = Some(super::exec::store_value(v, &def)?);
                 }
-                ast::ColumnOption::PrimaryKey(_) if primary_key.is_none() => primary_key = Some(i),
+                ast::ColumnOption::PrimaryKey(_) if primary_key.is_none() => {
+                    primary_key = Some(vec![i])
+                }
                 _ => return Err(ns()),
             }
         }
@@ -107,19 +110,14 @@ pub(super) fn create_table(
     }
     for con in &ct.constraints {
         match con {
-            ast::TableConstraint::PrimaryKey(pk)
-                if pk.columns.len() == 1 && primary_key.is_none() =>
-            {
-                let ast::Expr::Identifier(col) = &pk.columns[0].column.expr else {
-                    return Err(ns());
-                };
-                primary_key = Some(column_of(&columns, &ident(col))?);
+            ast::TableConstraint::PrimaryKey(pk) if primary_key.is_none() => {
+                primary_key = Some(key_columns(&pk.columns, &columns, sql)?);
             }
             _ => return Err(ns()),
         }
     }
-    if let Some(pk) = primary_key {
-        columns[pk].not_null = true;
+    for &c in primary_key.iter().flatten() {
+        columns[c].not_null = true;
     }
     Ok(Plan::CreateTable {
         name: object_name(&ct.name, sql)?,
@@ -129,26 +127,63 @@ pub(super) fn create_table(
     })
 }
 
+/// The positions of a key's columns: plain column names, ascending,
+/// each once (anything else is 0A000; an unknown name 42703).
+fn key_columns(
+    list: &[ast::IndexColumn],
+    columns: &[ColumnDef],
+    sql: &str,
+) -> Result<Vec<usize>, SqlError> {
+    let mut out = Vec::with_capacity(list.len());
+    for c in list {
+        let ast::Expr::Identifier(name) = &c.column.expr else {
+            return Err(SqlError::not_supported(sql));
+        };
+        if !matches!(c.column.options.sort, None | Some(ast::OrderBySort::Asc))
+            || c.column.options.nulls_first.is_some()
+            || c.operator_class.is_some()
+        {
+            return Err(SqlError::not_supported(sql));
+        }
+        let i = column_of(columns, &ident(name))?;
+        if out.contains(&i) {
+            return Err(SqlError::new(
+                "42701",
+                format!("column \"{}\" appears twice in a key", ident(name)),
+            ));
+        }
+        out.push(i);
+    }
+    if out.is_empty() {
+        return Err(SqlError::not_supported(sql));
+    }
+    Ok(out)
+}
+
 pub(super) fn create_index(
     cat: &Catalog,
     ci: &ast::CreateIndex,
     sql: &str,
 ) -> Result<Plan, SqlError> {
-    let ns = || SqlError::not_supported(sql);
     let table = object_name(&ci.table_name, sql)?;
     let meta = cat.get(&table)?;
-    let ast::Expr::Identifier(col) = &ci.columns[0].column.expr else {
-        return Err(ns());
-    };
-    let column = column_of(&meta.def.columns, &ident(col))?;
+    let columns = key_columns(&ci.columns, &meta.def.columns, sql)?;
     let name = match &ci.name {
         Some(n) => object_name(n, sql)?,
-        None => format!("{table}_{}_idx", ident(col)),
+        // PostgreSQL's default name: the table, the columns, "idx".
+        None => {
+            let mut n = table.clone();
+            for &c in &columns {
+                n.push('_');
+                n.push_str(&meta.def.columns[c].name);
+            }
+            n + "_idx"
+        }
     };
     Ok(Plan::CreateIndex {
         name,
         table,
-        column,
+        columns,
     })
 }
 
@@ -163,13 +198,10 @@ pub(super) fn alter_table(
         ast::AlterTableOperation::AddConstraint {
             constraint: ast::TableConstraint::PrimaryKey(pk),
             ..
-        } if pk.columns.len() == 1 => {
+        } => {
             let meta = cat.get(&table)?;
-            let ast::Expr::Identifier(col) = &pk.columns[0].column.expr else {
-                return Err(ns());
-            };
-            let column = column_of(&meta.def.columns, &ident(col))?;
-            Plan::AddPrimaryKey { table, column }
+            let columns = key_columns(&pk.columns, &meta.def.columns, sql)?;
+            Plan::AddPrimaryKey { table, columns }
         }
         _ => return Err(ns()),
     })

@@ -6,7 +6,7 @@ use super::catalog::Catalog;
 use super::expr::table_factor;
 use super::expr::{ident, object_name, Expr, Scope};
 use super::limits::Limits;
-use super::plan::{default_name, table_access, Access, Item, Select};
+use super::plan::{default_name, in_access_order, table_access, Access, Item, Select};
 use super::types::{Column, SqlError, SqlType};
 use sqlparser::ast;
 
@@ -19,9 +19,16 @@ pub(super) fn select(
     limits: &Limits,
 ) -> Result<(Select, Vec<Column>), SqlError> {
     let ns = || SqlError::not_supported(sql);
+    // FOR UPDATE, plain: no OF, NOWAIT or SKIP LOCKED.
+    let lock = match q.locks.as_slice() {
+        [] => false,
+        [l] if l.lock_type == ast::LockType::Update && l.of.is_none() && l.nonblock.is_none() => {
+            true
+        }
+        _ => return Err(ns()),
+    };
     if q.with.is_some()
         || q.fetch.is_some()
-        || !q.locks.is_empty()
         || q.for_clause.is_some()
         || !q.pipe_operators.is_empty()
     {
@@ -175,9 +182,15 @@ pub(super) fn select(
         Some(m) => table_access(filter.as_ref(), &m.def),
         None => Access::Full,
     };
-    if table.is_none() && (filter.is_some() || !order.is_empty()) {
+    if table.is_none() && (filter.is_some() || !order.is_empty() || lock) {
         return Err(ns());
     }
+    let pk = meta
+        .as_ref()
+        .and_then(|m| m.def.primary_key.as_ref())
+        .map_or(&[][..], |k| &k.0[..]);
+    let in_access_order =
+        !aggregate && !distinct && limit.is_some() && in_access_order(&access, pk, &order);
     Ok((
         Select {
             table,
@@ -188,6 +201,8 @@ pub(super) fn select(
             order,
             limit,
             aggregate,
+            lock,
+            in_access_order,
         },
         columns,
     ))

@@ -23,7 +23,7 @@ pub enum Plan {
     CreateTable {
         name: String,
         columns: Vec<ColumnDef>,
-        primary_key: Option<usize>,
+        primary_key: Option<Vec<usize>>,
         if_not_exists: bool,
     },
     DropTables {
@@ -34,11 +34,11 @@ pub enum Plan {
     CreateIndex {
         name: String,
         table: String,
-        column: usize,
+        columns: Vec<usize>,
     },
     AddPrimaryKey {
         table: String,
-        column: usize,
+        columns: Vec<usize>,
     },
     Insert {
         table: String,
@@ -81,12 +81,20 @@ pub enum InsertSource {
 #[derive(Debug)]
 pub enum Access {
     Full,
-    /// `pk = x`: one point read.
-    Key(Expr),
-    /// `pk BETWEEN lo AND hi`, `pk >= lo`, ...: a key range, inclusive.
-    Range(Option<Expr>, Option<Expr>),
-    /// `col = x` on an indexed column: the index's position in the table.
-    Index(usize, Expr),
+    /// Every primary-key column equal to a value: point reads, one per
+    /// tuple (an `IN` list on one key column gives several).
+    Keys(Vec<Vec<Expr>>),
+    /// The leading primary-key columns equal to values (`prefix`), then
+    /// the next column in a range, inclusive (`pk BETWEEN lo AND hi`,
+    /// `pk >= lo`, ...), or unbounded: one key range, in key order.
+    Range {
+        prefix: Vec<Expr>,
+        lo: Option<Expr>,
+        hi: Option<Expr>,
+    },
+    /// The leading columns of index `i` (its position in the table)
+    /// equal to values.
+    Index(usize, Vec<Expr>),
 }
 
 #[derive(Debug)]
@@ -110,6 +118,11 @@ pub struct Select {
     pub order: Vec<(Expr, bool)>,
     pub limit: Option<Expr>,
     pub aggregate: bool,
+    /// FOR UPDATE: each row read is locked, as UPDATE locks it.
+    pub lock: bool,
+    /// The access path gives rows in the order asked for, so reading
+    /// stops once LIMIT rows passed the filter.
+    pub in_access_order: bool,
 }
 
 fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
@@ -121,75 +134,137 @@ fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     }
 }
 
-/// Picks the access path for a predicate over a table with primary key
-/// `pk` and indexes on `indexed` columns.
-/// The access path for `filter` on a table: its primary key, else an
-/// indexed column, else a full scan.
+/// The access path for `filter` on a table: its primary key, else the
+/// index with the longest equality prefix, else a full scan.
 pub fn table_access(filter: Option<&Expr>, def: &TableDef) -> Access {
-    let indexed: Vec<usize> = def.indexes.iter().map(|i| i.column).collect();
-    choose_access(filter, def.primary_key, &indexed)
+    let indexes: Vec<&[usize]> = def.indexes.iter().map(|i| &i.columns.0[..]).collect();
+    let pk = def.primary_key.as_ref().map_or(&[][..], |k| &k.0[..]);
+    choose_access(filter, pk, &indexes)
 }
 
-pub fn choose_access(filter: Option<&Expr>, pk: Option<usize>, indexed: &[usize]) -> Access {
+/// A constant `col = x` among `parts`.
+fn equal_to<'a>(parts: &[&'a Expr], col: usize) -> Option<&'a Expr> {
+    parts.iter().find_map(|p| match p {
+        Expr::Cmp(Cmp::Eq, a, b) if is_column(a, col) && b.is_constant() => Some(&**b),
+        Expr::Cmp(Cmp::Eq, a, b) if is_column(b, col) && a.is_constant() => Some(&**a),
+        _ => None,
+    })
+}
+
+fn is_column(e: &Expr, c: usize) -> bool {
+    matches!(e, Expr::Column(x) if *x == c)
+}
+
+/// The bounds a predicate puts on column `col`, inclusive; a strict bound
+/// reads one key more, which the filter drops.
+fn bounds(parts: &[&Expr], col: usize) -> (Option<Expr>, Option<Expr>) {
+    let (mut lo, mut hi) = (None, None);
+    for p in parts {
+        match p {
+            Expr::Cmp(op, a, b) => {
+                let (op, v) = if is_column(a, col) && b.is_constant() {
+                    (*op, b)
+                } else if is_column(b, col) && a.is_constant() {
+                    let flipped = match op {
+                        Cmp::Lt => Cmp::Gt,
+                        Cmp::Le => Cmp::Ge,
+                        Cmp::Gt => Cmp::Lt,
+                        Cmp::Ge => Cmp::Le,
+                        o => *o,
+                    };
+                    (flipped, a)
+                } else {
+                    continue;
+                };
+                match op {
+                    Cmp::Ge | Cmp::Gt => lo = Some((**v).clone()),
+                    Cmp::Le | Cmp::Lt => hi = Some((**v).clone()),
+                    Cmp::Eq | Cmp::Ne => {}
+                }
+            }
+            Expr::Between(x, l, h, false)
+                if is_column(x, col) && l.is_constant() && h.is_constant() =>
+            {
+                lo = Some((**l).clone());
+                hi = Some((**h).clone());
+            }
+            _ => {}
+        }
+    }
+    (lo, hi)
+}
+
+/// The access path for a predicate over a table whose primary key has
+/// columns `pk` (none: rows keyed by a hidden id) and indexes on
+/// `indexes`' columns.
+pub fn choose_access(filter: Option<&Expr>, pk: &[usize], indexes: &[&[usize]]) -> Access {
     let Some(f) = filter else {
         return Access::Full;
     };
     let mut parts = Vec::new();
     conjuncts(f, &mut parts);
-    let is_col = |e: &Expr, c: usize| matches!(e, Expr::Column(x) if *x == c);
-    if let Some(pk) = pk {
-        let (mut lo, mut hi) = (None, None);
-        for p in &parts {
-            match p {
-                Expr::Cmp(op, a, b) => {
-                    let (op, v) = if is_col(a, pk) && b.is_constant() {
-                        (*op, b)
-                    } else if is_col(b, pk) && a.is_constant() {
-                        let flipped = match op {
-                            Cmp::Lt => Cmp::Gt,
-                            Cmp::Le => Cmp::Ge,
-                            Cmp::Gt => Cmp::Lt,
-                            Cmp::Ge => Cmp::Le,
-                            o => *o,
-                        };
-                        (flipped, a)
-                    } else {
-                        continue;
-                    };
-                    match op {
-                        Cmp::Eq => return Access::Key((**v).clone()),
-                        // Strict bounds read one key more; the filter drops it.
-                        Cmp::Ge | Cmp::Gt => lo = Some((**v).clone()),
-                        Cmp::Le | Cmp::Lt => hi = Some((**v).clone()),
-                        Cmp::Ne => {}
-                    }
-                }
-                Expr::Between(x, l, h, false)
-                    if is_col(x, pk) && l.is_constant() && h.is_constant() =>
-                {
-                    lo = Some((**l).clone());
-                    hi = Some((**h).clone());
-                }
-                _ => {}
+    let equal_prefix = |cols: &[usize]| -> Vec<Expr> {
+        cols.iter()
+            .map_while(|&c| equal_to(&parts, c))
+            .cloned()
+            .collect()
+    };
+    let prefix = equal_prefix(pk);
+    if !pk.is_empty() && prefix.len() == pk.len() {
+        return Access::Keys(vec![prefix]);
+    }
+    if !pk.is_empty() && prefix.len() + 1 == pk.len() {
+        let last = pk[prefix.len()];
+        let list = parts.iter().find_map(|p| match p {
+            Expr::InList(x, list, false)
+                if is_column(x, last) && list.iter().all(Expr::is_constant) =>
+            {
+                Some(list)
             }
-        }
-        if lo.is_some() || hi.is_some() {
-            return Access::Range(lo, hi);
+            _ => None,
+        });
+        if let Some(list) = list {
+            let tuples = list
+                .iter()
+                .map(|v| prefix.iter().cloned().chain([v.clone()]).collect())
+                .collect();
+            return Access::Keys(tuples);
         }
     }
-    for p in &parts {
-        if let Expr::Cmp(Cmp::Eq, a, b) = p {
-            for (i, c) in indexed.iter().enumerate() {
-                if is_col(a, *c) && b.is_constant() {
-                    return Access::Index(i, (**b).clone());
-                }
-                if is_col(b, *c) && a.is_constant() {
-                    return Access::Index(i, (**a).clone());
-                }
-            }
-        }
+    let (lo, hi) = match pk.get(prefix.len()) {
+        Some(&next) => bounds(&parts, next),
+        None => (None, None),
+    };
+    // An index wins when it pins more leading columns than the key does.
+    let best_index = indexes
+        .iter()
+        .enumerate()
+        .map(|(i, cols)| (i, equal_prefix(cols)))
+        .filter(|(_, values)| !values.is_empty())
+        .max_by_key(|(i, values)| (values.len(), std::cmp::Reverse(*i)));
+    match best_index {
+        Some((i, values)) if values.len() > prefix.len() => Access::Index(i, values),
+        _ if !prefix.is_empty() || lo.is_some() || hi.is_some() => Access::Range { prefix, lo, hi },
+        _ => Access::Full,
     }
-    Access::Full
+}
+
+/// True when `access` gives a table's rows in the order `order` asks for:
+/// ascending on the primary-key columns after those it pins.
+pub fn in_access_order(access: &Access, pk: &[usize], order: &[(Expr, bool)]) -> bool {
+    let pinned = match access {
+        Access::Full => 0,
+        Access::Range { prefix, .. } => prefix.len(),
+        Access::Keys(_) | Access::Index(..) => return order.is_empty(),
+    };
+    if order.is_empty() {
+        return true;
+    }
+    order.len() <= pk.len().saturating_sub(pinned)
+        && order
+            .iter()
+            .zip(&pk[pinned..])
+            .all(|((e, desc), &c)| !desc && is_column(e, c))
 }
 
 /// The name PostgreSQL gives an unaliased result column.

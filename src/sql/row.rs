@@ -120,55 +120,70 @@ pub fn encode_key_into(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
-/// The key of one value (a primary key, or a hidden row id).
+/// The key of one value (a one-column primary key, or a hidden row id).
 pub fn encode_key(v: &Value) -> Vec<u8> {
+    encode_keys([v])
+}
+
+/// The key of several values, one encoding after another: each is
+/// self-delimiting and order-preserving, so byte order is the values'
+/// order, first value first (a composite primary key, or a prefix of one).
+pub fn encode_keys<'a>(values: impl IntoIterator<Item = &'a Value>) -> Vec<u8> {
     let mut out = Vec::with_capacity(9);
-    encode_key_into(&mut out, v);
+    for v in values {
+        encode_key_into(&mut out, v);
+    }
     out
 }
 
-/// A secondary index entry's key: the column's value, then the row's key.
-pub fn index_key(v: &Value, row_key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(9 + row_key.len());
-    encode_key_into(&mut out, v);
+/// A secondary index entry's key: the indexed columns' values, then the
+/// row's key.
+pub fn index_key<'a>(values: impl IntoIterator<Item = &'a Value>, row_key: &[u8]) -> Vec<u8> {
+    let mut out = encode_keys(values);
     out.extend_from_slice(row_key);
     out
 }
 
-/// The row key after a text value's encoding in an index entry.
-fn index_entry_row_key_text(entry: &[u8]) -> Result<&[u8], SqlError> {
-    if entry.first() == Some(&0) {
-        return Ok(&entry[1..]);
-    }
-    let mut i = 1;
-    while i + 1 < entry.len() {
-        if entry[i] == 0 {
-            if entry[i + 1] == 1 {
-                return Ok(&entry[i + 2..]);
-            }
-            i += 2;
-        } else {
-            i += 1;
+/// What follows one value's encoding of type `ty` at the start of `bytes`.
+fn skip_key_value(ty: SqlType, bytes: &[u8]) -> Result<&[u8], SqlError> {
+    let malformed = || corrupt("a malformed index entry");
+    match (bytes.first(), ty) {
+        (Some(0), _) => Ok(&bytes[1..]),
+        (Some(1), SqlType::Bool) if bytes.len() >= 2 => Ok(&bytes[2..]),
+        (Some(1), SqlType::Int4 | SqlType::Int8 | SqlType::Timestamp) if bytes.len() >= 9 => {
+            Ok(&bytes[9..])
         }
+        (Some(1), SqlType::Bool | SqlType::Int4 | SqlType::Int8 | SqlType::Timestamp) => {
+            Err(malformed())
+        }
+        (Some(1), _) => {
+            let mut i = 1;
+            while i + 1 < bytes.len() {
+                if bytes[i] == 0 {
+                    if bytes[i + 1] == 1 {
+                        return Ok(&bytes[i + 2..]);
+                    }
+                    i += 2;
+                } else {
+                    i += 1;
+                }
+            }
+            Err(corrupt("an index entry without a text terminator"))
+        }
+        _ => Err(malformed()),
     }
-    Err(corrupt("an index entry without a text terminator"))
 }
 
-/// The row key in an index entry on a column of type `ty`.
-pub fn index_row_key(ty: SqlType, entry: &[u8]) -> Result<&[u8], SqlError> {
-    match ty {
-        SqlType::Bool => match entry.first() {
-            Some(0) => Ok(&entry[1..]),
-            Some(1) if entry.len() >= 2 => Ok(&entry[2..]),
-            _ => Err(corrupt("a malformed index entry")),
-        },
-        SqlType::Int4 | SqlType::Int8 | SqlType::Timestamp => match entry.first() {
-            Some(0) => Ok(&entry[1..]),
-            Some(1) if entry.len() >= 9 => Ok(&entry[9..]),
-            _ => Err(corrupt("a malformed index entry")),
-        },
-        _ => index_entry_row_key_text(entry),
+/// The row key in an index entry on columns of types `types`.
+pub fn index_row_key(
+    types: impl IntoIterator<Item = SqlType>,
+    entry: &[u8],
+) -> Result<&[u8], SqlError> {
+    let mut rest = entry;
+    for ty in types {
+        rest = skip_key_value(ty, rest)?;
     }
+    Ok(rest)
 }
 
 /// The smallest key greater than every key starting with `prefix`.
@@ -227,9 +242,34 @@ mod tests {
         );
         assert!(encode_key(&Value::Null) < encode_key(&Value::Int(i64::MIN)));
         let rk = encode_key(&Value::Int(9));
-        let e = index_key(&Value::Text("a\0b".into()), &rk);
-        assert_eq!(index_row_key(SqlType::Text, &e).unwrap(), &rk[..]);
-        let e = index_key(&Value::Int(3), &rk);
-        assert_eq!(index_row_key(SqlType::Int4, &e).unwrap(), &rk[..]);
+        let e = index_key([&Value::Text("a\0b".into())], &rk);
+        assert_eq!(index_row_key([SqlType::Text], &e).unwrap(), &rk[..]);
+        let e = index_key([&Value::Int(3)], &rk);
+        assert_eq!(index_row_key([SqlType::Int4], &e).unwrap(), &rk[..]);
+        let cols = [Value::Int(1), Value::Null, Value::Text("x\0".into())];
+        let e = index_key(&cols, &rk);
+        let types = [SqlType::Int4, SqlType::Int8, SqlType::Varchar(None)];
+        assert_eq!(index_row_key(types, &e).unwrap(), &rk[..]);
+        assert!(index_row_key(types, &e[..12]).is_err());
+    }
+
+    /// A composite key's byte order is its tuples' order, first column
+    /// first, whatever the lengths of the texts before the last column.
+    #[test]
+    fn composite_key_order_is_tuple_order() {
+        let mut tuples = Vec::new();
+        for t in ["", "a", "a\0", "ab", "b"] {
+            for i in [-5i64, 0, 7] {
+                for u in ["", "z"] {
+                    tuples.push((t, i, u));
+                }
+            }
+        }
+        let key = |&(t, i, u): &(&str, i64, &str)| {
+            encode_keys(&[Value::Text(t.into()), Value::Int(i), Value::Text(u.into())])
+        };
+        for w in tuples.windows(2) {
+            assert!(key(&w[0]) < key(&w[1]), "{:?} {:?}", w[0], w[1]);
+        }
     }
 }

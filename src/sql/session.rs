@@ -337,7 +337,7 @@ impl Session {
                         format!("relation \"{name}\" already exists"),
                     ));
                 }
-                ddl::create_table(db, cat, name, columns.clone(), *primary_key)?;
+                ddl::create_table(db, cat, name, columns.clone(), primary_key.clone())?;
                 self.fresh.insert(name.clone());
                 cmd("CREATE TABLE")
             }
@@ -365,15 +365,15 @@ impl Session {
             Plan::CreateIndex {
                 name,
                 table,
-                column,
+                columns,
             } => {
                 let _g = eng.ddl.lock();
-                ddl::create_index(db, cat, name, table, *column)?;
+                ddl::create_index(db, cat, name, table, columns)?;
                 cmd("CREATE INDEX")
             }
-            Plan::AddPrimaryKey { table, column } => {
+            Plan::AddPrimaryKey { table, columns } => {
                 let _g = eng.ddl.lock();
-                ddl::add_primary_key(db, cat, table, *column)?;
+                ddl::add_primary_key(db, cat, table, columns)?;
                 cmd("ALTER TABLE")
             }
             Plan::Copy { table, targets } => {
