@@ -12,7 +12,7 @@ use untorn::lab::study;
 
 const VERDICTS: [&str; 3] = ["reproduced: ", "not reproduced: ", "not resolved: "];
 
-fn run_study(name: &str) {
+fn run_study(name: &str) -> common::Run {
     let s = study::by_name(name).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report");
@@ -80,6 +80,7 @@ fn run_study(name: &str) {
     assert_eq!(html.matches("<li class=").count(), claims.len());
     assert!(report.join("plan-0/index.html").exists());
     assert!(report.join("plan-0/results.json").exists());
+    run
 }
 
 #[test]
@@ -99,7 +100,8 @@ fn checksums_runs_end_to_end() {
 
 #[test]
 fn sorted_checkpoint_runs_end_to_end() {
-    run_study("sorted-checkpoint");
+    // TPC-C stands in for DBT-2 unless --workload says otherwise.
+    run_study("sorted-checkpoint").expect_stdout("Here. TPC-C (this lab's DBT-2)");
 }
 
 #[test]
@@ -122,15 +124,24 @@ fn rounds_given_are_the_rounds_run() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report");
     let dbs = dir.path().join("dbs");
-    let mut args: Vec<&OsStr> = ["study", "sorted-checkpoint", "--tiny", "--rounds", "2"]
-        .map(OsStr::new)
-        .to_vec();
+    let mut args: Vec<&OsStr> = [
+        "study",
+        "sorted-checkpoint",
+        "--tiny",
+        "--rounds",
+        "2",
+        "--workload",
+        "tpcb",
+    ]
+    .map(OsStr::new)
+    .to_vec();
     args.extend([OsStr::new("--report"), report.as_os_str()]);
     args.extend([OsStr::new("--dir"), dbs.as_os_str()]);
     let run = untorn(args);
     // The tiny size runs one round on its own.
     run.expect_code(0)
-        .expect_stdout("Rounds run: plan 1 tpcb: 2.");
+        .expect_stdout("Rounds run: plan 1 tpcb: 2.")
+        .expect_stdout("Here. tpcb (pgbench's, not DBT-2)");
     untorn(["study", "sorted-checkpoint", "--tiny", "--rounds", "0"])
         .expect_code(2)
         .expect_stderr("--rounds");

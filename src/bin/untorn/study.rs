@@ -40,6 +40,11 @@ pub struct StudyArgs {
     /// 20 minutes a plan). A full run with `--rounds 4` fits an hour.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60))]
     rounds: Option<u64>,
+    /// What stands in for DBT-2 in the studies whose seed ran it
+    /// (dw-eviction-cliff, sorted-checkpoint, wal-block-size): tpcc
+    /// (TPC-C, this laboratory's DBT-2) or tpcb (pgbench's transaction).
+    #[arg(long, default_value = "tpcc", value_parser = ["tpcc", "tpcb"])]
+    workload: String,
 }
 
 pub fn run(a: &StudyArgs) -> untorn::Result<ExitCode> {
@@ -73,6 +78,7 @@ pub fn run(a: &StudyArgs) -> untorn::Result<ExitCode> {
         dir,
         seed: a.seed,
         rounds: a.rounds.map(|n| n as usize),
+        stand_in: a.workload.clone(),
     };
     let plans = s.plans(&setup)?;
     let bar = ProgressBar::new_spinner();

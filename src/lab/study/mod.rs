@@ -94,6 +94,23 @@ impl Size {
         }
     }
 
+    /// TPC-C's warehouses, `factor` times this size's count: the
+    /// specification's counts per warehouse for the full run, scaled down
+    /// (NOT the specification) for the tiny and quick ones.
+    pub fn tpcc(self, factor: u64) -> Scale {
+        let (warehouses, tpcc_items, tpcc_customers) = match self {
+            Size::Tiny => (1, 1_000, 60),
+            Size::Quick => (1, 20_000, 600),
+            Size::Full => (2, 100_000, 3_000),
+        };
+        Scale {
+            warehouses: warehouses * factor,
+            tpcc_items,
+            tpcc_customers,
+            ..Scale::default()
+        }
+    }
+
     /// pgbench's scale; `factor` multiplies it (a larger data set).
     pub fn tpcb(self, factor: u64) -> Scale {
         let (scale, accounts_per_branch) = match self {
@@ -135,9 +152,49 @@ pub struct Setup {
     /// `--rounds`: this many rounds per plan instead of the size's own
     /// rule (a full run that must fit a session).
     pub rounds: Option<usize>,
+    /// `--workload`: what stands in for DBT-2 in the studies whose seed
+    /// ran it ([`STAND_INS`]; tpcc by default).
+    pub stand_in: String,
+}
+
+/// The workloads that can stand in for DBT-2, the default first: TPC-C
+/// (this laboratory's DBT-2), or pgbench's tpcb.
+pub const STAND_INS: [&str; 2] = ["tpcc", "tpcb"];
+
+/// A claim's workload in a study whose seed ran DBT-2: whichever
+/// workload stood in for it ([`Setup::stand_in`]).
+pub const STAND_IN: &str = "dbt2";
+
+/// The workload a DBT-2 study's results ran (its first result's).
+pub fn stand_in_of(results: &[ConfigResult]) -> &str {
+    results
+        .first()
+        .map_or(STAND_INS[0], |r| r.workload.as_str())
+}
+
+/// How tables name the stand-in: what it is beside DBT-2.
+pub fn stand_in_label(workload: &str) -> String {
+    match workload {
+        "tpcc" => "TPC-C (this lab's DBT-2)".into(),
+        "tpcb" => "tpcb (pgbench's, not DBT-2)".into(),
+        other => other.into(),
+    }
 }
 
 impl Setup {
+    /// The stand-in's data set: TPC-C's warehouses or pgbench's scale,
+    /// `factor` times this size's.
+    pub fn stand_in_scale(&self, factor: u64) -> Result<Scale> {
+        match self.stand_in.as_str() {
+            "tpcc" => Ok(self.size.tpcc(factor)),
+            "tpcb" => Ok(self.size.tpcb(factor)),
+            other => Err(Error::Invalid(format!(
+                "--workload {other:?}: what stands in for DBT-2 is one of {}",
+                STAND_INS.join(", ")
+            ))),
+        }
+    }
+
     /// The device the study's main comparisons run on: `--device`, or the
     /// study's choice.
     pub fn device(&self, default: &str) -> String {
@@ -279,7 +336,7 @@ fn claim_pair<'a>(
     let group: Vec<&ConfigResult> = results
         .get(claim.plan)?
         .iter()
-        .filter(|r| r.workload == claim.workload)
+        .filter(|r| r.workload == claim.workload || claim.workload == STAND_IN)
         .collect();
     Some((*group.get(claim.a)?, *group.get(claim.b)?))
 }
@@ -544,6 +601,7 @@ mod tests {
                 dir: dir.path().into(),
                 seed: 1,
                 rounds: None,
+                stand_in: "tpcc".into(),
             };
             for s in all() {
                 let plans = s.plans(&setup).unwrap();
@@ -553,7 +611,11 @@ mod tests {
                         .get(c.plan)
                         .unwrap_or_else(|| panic!("{}: {c:?}", s.name()))
                         .plan;
-                    assert!(p.workloads.contains(&c.workload), "{}: {c:?}", s.name());
+                    assert!(
+                        p.workloads.contains(&c.workload) || c.workload == STAND_IN,
+                        "{}: {c:?}",
+                        s.name()
+                    );
                     let (a, b) = (&p.configs[c.a], &p.configs[c.b]);
                     assert_ne!(a, b, "{}: {c:?}", s.name());
                 }
@@ -572,6 +634,7 @@ mod tests {
             dir: "/nowhere".into(),
             seed: 1,
             rounds,
+            stand_in: "tpcc".into(),
         };
         assert!(matches!(setup(None).repeats(), Repeats::Auto { .. }));
         assert!(matches!(setup(Some(5)).repeats(), Repeats::Fixed(5)));

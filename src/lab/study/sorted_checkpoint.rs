@@ -3,7 +3,8 @@
 //! against buffer order, TPS and response times.
 
 use super::{
-    group, pct_cell, BenchConfig, Claim, Direction, Figure, Setup, Study, StudyPlan, Table,
+    group, pct_cell, stand_in_label, stand_in_of, BenchConfig, Claim, Direction, Figure, Setup,
+    Study, StudyPlan, Table, STAND_IN,
 };
 use crate::error::Result;
 use crate::lab::report::fmt_tps;
@@ -30,7 +31,7 @@ impl Study for SortedCheckpoint {
     fn summary(&self) -> &'static str {
         "Sorting a checkpoint's writes in block order raised pgbench from 187 to 224 tps \
          and cut DBT-2's response times (avg 0.83 to 0.36 s, 90 % 2.68 to 0.80 s). Here: \
-         tpcb with checkpoint_sort off and on, on the machine's own disk and on the hdd \
+         TPC-C (or tpcb) with checkpoint_sort off and on, on the machine's own disk and on the hdd \
          model."
     }
 
@@ -62,8 +63,11 @@ impl Study for SortedCheckpoint {
             }
         }
         Ok(vec![StudyPlan {
-            title: format!("tpcb, checkpoint_sort off/on, devices real and {second}"),
-            plan: setup.plan(0, &["tpcb"], configs, setup.size.tpcb(2), 10),
+            title: format!(
+                "{}, checkpoint_sort off/on, devices real and {second}",
+                setup.stand_in
+            ),
+            plan: setup.plan(0, &[&setup.stand_in], configs, setup.stand_in_scale(2)?, 10),
         }])
     }
 
@@ -71,15 +75,18 @@ impl Study for SortedCheckpoint {
         let Some(results) = results.first() else {
             return Vec::new();
         };
-        let g = group(results, "tpcb");
+        let w = stand_in_of(results);
+        let g = group(results, w);
         let mut t = Table::new(
-            "Here. tpcb (pgbench's transaction, not DBT-2) for both columns: median TPS, \
-             the median run's response time; vs: sorted against unsorted with its 95 % \
-             interval",
+            format!(
+                "Here. {} for both columns: median TPS, the median run's response time; \
+                 vs: sorted against unsorted with its 95 % interval",
+                stand_in_label(w)
+            ),
             &[
                 "tests",
-                "tpcb",
-                "tpcb response time (avg/90%/max)",
+                w,
+                &format!("{w} response time (avg/90%/max)"),
                 "TPS vs unsorted",
             ],
         );
@@ -117,11 +124,11 @@ impl Study for SortedCheckpoint {
             ] {
                 out.push(Claim {
                     ratio: format!("sorted/unsorted {}", figure.name()),
-                    context: format!("tpcb, {device}"),
+                    context: device.into(),
                     direction,
                     seed: Some(seed),
                     plan: 0,
-                    workload: "tpcb".into(),
+                    workload: STAND_IN.into(),
                     a: at(d, true),
                     b: at(d, false),
                     figure,
@@ -137,9 +144,10 @@ impl Study for SortedCheckpoint {
              writes only the pages dirty when it started (PostgreSQL's BM_CHECKPOINT_NEEDED, \
              src/buffer/pool_io.rs mark_for_checkpoint) and has no setting to write the \
              others too.",
-            "tpcb stands in for both pgbench and DBT-2: the response times are tpcb's, in \
-             milliseconds, from the run with the median TPS; their ratios are paired by \
-             round.",
+            "TPC-C (tpcc) stands in for DBT-2 by default and tpcb (--workload tpcb) for \
+             pgbench: the response times are of the whole mix (TPC-C's per type are in the \
+             bench report), in milliseconds, from the run with the median TPS; their ratios \
+             are paired by round.",
             "checkpoint_sort off writes in buffer order, one page per write; on writes in \
              (file, block) order, consecutive blocks as one write.",
             "The second device is hdd unless --device names another; the device models slow \
