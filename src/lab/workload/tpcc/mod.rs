@@ -6,7 +6,9 @@
 //! - [`load`]: the bulk load of `--warehouses` warehouses;
 //! - [`input`]: the mix and the five transactions' inputs, drawn first;
 //! - [`txn`]: the five transactions;
-//! - [`check`]: consistency conditions 1-4.
+//! - [`check`]: consistency conditions 1-4;
+//! - [`wire`]: the same workload driven over the PostgreSQL wire protocol
+//!   (`untorn tpcc`), for any server that speaks it.
 //!
 //! What is the specification and what is not:
 //! - the row counts per warehouse are the specification's by default
@@ -32,6 +34,7 @@ pub mod load;
 pub mod random;
 pub mod schema;
 pub mod txn;
+pub mod wire;
 
 use super::{max_u64_key, Outcome, Rng, Scale, Tables, Workload};
 use crate::db::Database;
