@@ -10,6 +10,7 @@ mod recording;
 mod serve;
 mod stats;
 mod study;
+mod tpcc;
 mod verify;
 mod waldump;
 
@@ -140,6 +141,10 @@ enum Command {
     /// and crash images from its log (driven by scripts/crash-external).
     #[command(subcommand)]
     Recording(recording::RecordingCommand),
+    /// TPC-C over the PostgreSQL wire protocol, against PostgreSQL or
+    /// `untorn serve`: `load` the tables with COPY, `run` the mix (notpm,
+    /// latencies, then conditions 1-4), `check` conditions 1-4.
+    Tpcc(tpcc::TpccArgs),
 }
 
 /// Settings fixed when a database is created.
@@ -255,6 +260,7 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
         Command::Study(args) => study::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Recording(cmd) => recording::run(&cmd),
+        Command::Tpcc(args) => tpcc::run(&args),
     }
 }
 

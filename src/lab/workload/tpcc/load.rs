@@ -5,9 +5,12 @@
 //! proportion: not the specification, for tests and quick runs.
 //!
 //! Deterministic: every table draws from its own fixed-seed stream, so
-//! every configuration of a comparison loads the same rows. Three threads
-//! load (items and stock; customers and history; orders), each table in
-//! key order.
+//! every configuration of a comparison loads the same rows. The rows come
+//! from the generators here ([`items`], [`warehouses_and_districts`],
+//! [`stock`], [`customers`], [`history`], [`orders`]), shared with the wire
+//! driver's loader, so both load the same values. Three threads load
+//! (items and stock; customers and history; orders), each table in key
+//! order.
 
 use super::random::{data_with_original, field, last_name, nurand, padded, uniform, C_LAST_LOAD};
 use super::schema::*;
@@ -45,6 +48,198 @@ fn district_orders(t: &Tpcc, w: u32, d: u8) -> Vec<(u32, u8)> {
         .collect()
 }
 
+/// The items, in id order.
+pub fn items(t: &Tpcc) -> impl Iterator<Item = (u32, Item)> {
+    let mut r = rng(1);
+    (1..=t.items).map(move |i| {
+        let item = Item {
+            im_id: uniform(&mut r, 1, 10_000) as u32,
+            price: uniform(&mut r, 100, 10_000) as i64,
+            name: field(&mut r, 14, 24),
+            data: data_with_original(&mut r),
+        };
+        (i, item)
+    })
+}
+
+/// The warehouses, by id.
+pub type WarehouseRows = Vec<(u32, Warehouse)>;
+/// The districts, by (warehouse, district).
+pub type DistrictRows = Vec<(u32, u8, District)>;
+
+/// The warehouses and their districts.
+pub fn warehouses_and_districts(t: &Tpcc) -> (WarehouseRows, DistrictRows) {
+    let mut r = rng(2);
+    let warehouses = (1..=t.warehouses)
+        .map(|w| {
+            let row = Warehouse {
+                ytd: 30_000_000,
+                tax: uniform(&mut r, 0, 2000) as i32,
+                rest: address(&mut r),
+            };
+            (w, row)
+        })
+        .collect();
+    let next_o_id = t.customers + 1;
+    let districts = (1..=t.warehouses)
+        .flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d)))
+        .map(|(w, d)| {
+            let row = District {
+                ytd: 3_000_000,
+                tax: uniform(&mut r, 0, 2000) as i32,
+                next_o_id,
+                rest: address(&mut r),
+            };
+            (w, d, row)
+        })
+        .collect();
+    (warehouses, districts)
+}
+
+/// The stock rows (warehouse, item, row), warehouse by warehouse.
+pub fn stock(t: &Tpcc) -> impl Iterator<Item = (u32, u32, Stock)> {
+    let mut r = rng(3);
+    let items = t.items;
+    (1..=t.warehouses)
+        .flat_map(move |w| (1..=items).map(move |i| (w, i)))
+        .map(move |(w, i)| {
+            let row = Stock {
+                quantity: uniform(&mut r, 10, 100) as i32,
+                ytd: 0,
+                order_cnt: 0,
+                remote_cnt: 0,
+                dist: field(&mut r, 240, 240),
+                data: data_with_original(&mut r),
+            };
+            (w, i, row)
+        })
+}
+
+/// Customer `c`'s last name at load: 1..=1000 in turn, then NURand(255).
+fn load_last_name(last_names: u64, r: &mut Rng, c: u32) -> Vec<u8> {
+    if c <= 1000 {
+        last_name(u64::from(c - 1))
+    } else {
+        last_name(nurand(r, 255, C_LAST_LOAD, 0, last_names - 1))
+    }
+}
+
+/// The customers (warehouse, district, id, row), in key order.
+pub fn customers(t: &Tpcc) -> impl Iterator<Item = (u32, u8, u32, Customer)> {
+    let mut r = rng(4);
+    let (customers, last_names) = (t.customers, t.last_names());
+    let districts = (1..=t.warehouses).flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d)));
+    let rows = districts.flat_map(move |(w, d)| (1..=customers).map(move |c| (w, d, c)));
+    rows.map(move |(w, d, c)| {
+        let last = load_last_name(last_names, &mut r, c);
+        let first: [u8; 16] = field(&mut r, 8, 16);
+        let row = Customer {
+            balance: -1000,
+            ytd_payment: 1000,
+            payment_cnt: 1,
+            delivery_cnt: 0,
+            discount: uniform(&mut r, 0, 5000) as i32,
+            credit_lim: 5_000_000,
+            credit: if r.below(10) == 0 { *b"BC" } else { *b"GC" },
+            first,
+            middle: *b"OE",
+            last: padded(&last),
+            since: LOAD_DATE,
+            rest: address(&mut r),
+            data: field(&mut r, 300, 500),
+        };
+        (w, d, c, row)
+    })
+}
+
+/// The history rows (sequence number from 1, row), one per customer.
+pub fn history(t: &Tpcc) -> impl Iterator<Item = (u64, History)> {
+    let mut r = rng(5);
+    let customers = t.customers;
+    let districts = (1..=t.warehouses).flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d)));
+    districts
+        .flat_map(move |(w, d)| (1..=customers).map(move |c| (w, d, c)))
+        .zip(1..)
+        .map(move |((w, d, c), seq)| {
+            let row = History {
+                c_id: c,
+                c_d: d,
+                c_w: w,
+                d,
+                w,
+                date: LOAD_DATE,
+                amount: 1000,
+                data: field(&mut r, 12, 24),
+            };
+            (seq, row)
+        })
+}
+
+/// One district's loaded orders, their lines and new orders.
+pub struct DistrictOrders {
+    pub w: u32,
+    pub d: u8,
+    /// (o_id, row) from 1.
+    pub orders: Vec<(u32, Order)>,
+    /// (o_id, number from 1, row), in key order.
+    pub lines: Vec<(u32, u8, OrderLine)>,
+    /// The o_ids still new: the last 30 %.
+    pub new_orders: std::ops::RangeInclusive<u32>,
+}
+
+/// Every district's orders, warehouse by warehouse.
+pub fn orders(t: &Tpcc) -> impl Iterator<Item = DistrictOrders> + '_ {
+    let delivered = t.delivered_orders();
+    let mut r = rng(6);
+    let districts = (1..=t.warehouses).flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d)));
+    districts.map(move |(w, d)| {
+        let drawn = district_orders(t, w, d);
+        let numbered = || drawn.iter().enumerate().map(|(i, &x)| (i as u32 + 1, x));
+        let orders = numbered()
+            .map(|(o, (c, ol_cnt))| {
+                let row = Order {
+                    c_id: c,
+                    entry_d: LOAD_DATE,
+                    carrier_id: if o <= delivered {
+                        uniform(&mut r, 1, 10) as u8
+                    } else {
+                        0
+                    },
+                    ol_cnt,
+                    all_local: 1,
+                };
+                (o, row)
+            })
+            .collect();
+        let lines = numbered()
+            .flat_map(|(o, (_, n))| (1..=n).map(move |l| (o, l)))
+            .map(|(o, l)| {
+                let done = o <= delivered;
+                let row = OrderLine {
+                    i_id: uniform(&mut r, 1, u64::from(t.items)) as u32,
+                    supply_w: w,
+                    delivery_d: if done { LOAD_DATE } else { 0 },
+                    quantity: 5,
+                    amount: if done {
+                        0
+                    } else {
+                        uniform(&mut r, 1, 999_999) as i64
+                    },
+                    dist_info: field(&mut r, 24, 24),
+                };
+                (o, l, row)
+            })
+            .collect();
+        DistrictOrders {
+            w,
+            d,
+            orders,
+            lines,
+            new_orders: delivered + 1..=t.customers,
+        }
+    })
+}
+
 pub fn load(t: &Tpcc, db: &Database) -> Result<()> {
     for name in TABLES {
         db.create_table(name)?;
@@ -60,188 +255,74 @@ pub fn load(t: &Tpcc, db: &Database) -> Result<()> {
 }
 
 fn load_stock(t: &Tpcc, db: &Database) -> Result<()> {
-    let mut r = rng(1);
     db.bulk_load(
         &db.table(ITEM)?,
-        (1..=t.items).map(|i| {
-            let item = Item {
-                im_id: uniform(&mut r, 1, 10_000) as u32,
-                price: uniform(&mut r, 100, 10_000) as i64,
-                name: field(&mut r, 14, 24),
-                data: data_with_original(&mut r),
-            };
-            (k_item(i), item.encode())
-        }),
+        items(t).map(|(i, row)| (k_item(i), row.encode())),
     )?;
-    let mut r = rng(2);
+    let (warehouses, districts) = warehouses_and_districts(t);
     db.bulk_load(
         &db.table(WAREHOUSE)?,
-        (1..=t.warehouses).map(|w| {
-            let row = Warehouse {
-                ytd: 30_000_000,
-                tax: uniform(&mut r, 0, 2000) as i32,
-                rest: address(&mut r),
-            };
-            (k_w(w), row.encode())
-        }),
+        warehouses.iter().map(|(w, row)| (k_w(*w), row.encode())),
     )?;
-    let next_o_id = t.customers + 1;
     db.bulk_load(
         &db.table(DISTRICT)?,
-        (1..=t.warehouses)
-            .flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d)))
-            .map(|(w, d)| {
-                let row = District {
-                    ytd: 3_000_000,
-                    tax: uniform(&mut r, 0, 2000) as i32,
-                    next_o_id,
-                    rest: address(&mut r),
-                };
-                (k_wd(w, d), row.encode())
-            }),
+        districts
+            .iter()
+            .map(|(w, d, row)| (k_wd(*w, *d), row.encode())),
     )?;
-    let mut r = rng(3);
     db.bulk_load(
         &db.table(STOCK)?,
-        (1..=t.warehouses)
-            .flat_map(|w| (1..=t.items).map(move |i| (w, i)))
-            .map(|(w, i)| {
-                let row = Stock {
-                    quantity: uniform(&mut r, 10, 100) as i32,
-                    ytd: 0,
-                    order_cnt: 0,
-                    remote_cnt: 0,
-                    dist: field(&mut r, 240, 240),
-                    data: data_with_original(&mut r),
-                };
-                (k_stock(w, i), row.encode())
-            }),
+        stock(t).map(|(w, i, row)| (k_stock(w, i), row.encode())),
     )?;
     Ok(())
 }
 
-/// Customer `c`'s last name at load: 1..=1000 in turn, then NURand(255).
-fn load_last_name(t: &Tpcc, r: &mut Rng, c: u32) -> Vec<u8> {
-    if c <= 1000 {
-        last_name(u64::from(c - 1))
-    } else {
-        last_name(nurand(r, 255, C_LAST_LOAD, 0, t.last_names() - 1))
-    }
-}
-
 fn load_customers(t: &Tpcc, db: &Database) -> Result<()> {
-    let mut r = rng(4);
     let mut names = Vec::with_capacity(t.customer_rows() as usize);
-    let districts = (1..=t.warehouses).flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d)));
-    let rows = districts.flat_map(|(w, d)| (1..=t.customers).map(move |c| (w, d, c)));
     db.bulk_load(
         &db.table(CUSTOMER)?,
-        rows.map(|(w, d, c)| {
-            let last = load_last_name(t, &mut r, c);
-            let first: [u8; 16] = field(&mut r, 8, 16);
-            names.push(k_customer_name(w, d, &last, &first, c));
-            let row = Customer {
-                balance: -1000,
-                ytd_payment: 1000,
-                payment_cnt: 1,
-                delivery_cnt: 0,
-                discount: uniform(&mut r, 0, 5000) as i32,
-                credit_lim: 5_000_000,
-                credit: if r.below(10) == 0 { *b"BC" } else { *b"GC" },
-                first,
-                middle: *b"OE",
-                last: padded(&last),
-                since: LOAD_DATE,
-                rest: address(&mut r),
-                data: field(&mut r, 300, 500),
-            };
+        customers(t).map(|(w, d, c, row)| {
+            names.push(k_customer_name(w, d, &row.last, &row.first, c));
             (k_wdi(w, d, c), row.encode())
         }),
     )?;
     names.sort_unstable();
     db.bulk_load(&db.table(CUSTOMER_BY_NAME)?, names.iter().map(|k| (k, [])))?;
-    let mut r = rng(5);
-    let mut seq = 0u64;
-    let districts = (1..=t.warehouses).flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d)));
     db.bulk_load(
         &db.table(HISTORY)?,
-        districts
-            .flat_map(|(w, d)| (1..=t.customers).map(move |c| (w, d, c)))
-            .map(|(w, d, c)| {
-                seq += 1;
-                let row = History {
-                    c_id: c,
-                    c_d: d,
-                    c_w: w,
-                    d,
-                    w,
-                    date: LOAD_DATE,
-                    amount: 1000,
-                    data: field(&mut r, 12, 24),
-                };
-                (key_u64(seq), row.encode())
-            }),
+        history(t).map(|(seq, row)| (key_u64(seq), row.encode())),
     )?;
     Ok(())
 }
 
 fn load_orders(t: &Tpcc, db: &Database) -> Result<()> {
-    let delivered = t.delivered_orders();
-    let (orders, lines) = (db.table(ORDERS)?, db.table(ORDER_LINE)?);
+    let (orders_t, lines_t) = (db.table(ORDERS)?, db.table(ORDER_LINE)?);
     let (new_order, index) = (db.table(NEW_ORDER)?, db.table(ORDERS_BY_CUSTOMER)?);
-    let mut r = rng(6);
-    for w in 1..=t.warehouses {
-        for d in 1..=DISTRICTS {
-            let drawn = district_orders(t, w, d);
-            let numbered = || drawn.iter().enumerate().map(|(i, &x)| (i as u32 + 1, x));
-            db.bulk_load(
-                &orders,
-                numbered().map(|(o, (c, ol_cnt))| {
-                    let row = Order {
-                        c_id: c,
-                        entry_d: LOAD_DATE,
-                        carrier_id: if o <= delivered {
-                            uniform(&mut r, 1, 10) as u8
-                        } else {
-                            0
-                        },
-                        ol_cnt,
-                        all_local: 1,
-                    };
-                    (k_wdi(w, d, o), row.encode())
-                }),
-            )?;
-            db.bulk_load(
-                &lines,
-                numbered()
-                    .flat_map(|(o, (_, n))| (1..=n).map(move |l| (o, l)))
-                    .map(|(o, l)| {
-                        let done = o <= delivered;
-                        let row = OrderLine {
-                            i_id: uniform(&mut r, 1, u64::from(t.items)) as u32,
-                            supply_w: w,
-                            delivery_d: if done { LOAD_DATE } else { 0 },
-                            quantity: 5,
-                            amount: if done {
-                                0
-                            } else {
-                                uniform(&mut r, 1, 999_999) as i64
-                            },
-                            dist_info: field(&mut r, 24, 24),
-                        };
-                        (k_order_line(w, d, o, l), row.encode())
-                    }),
-            )?;
-            db.bulk_load(
-                &new_order,
-                (delivered + 1..=t.customers).map(|o| (k_wdi(w, d, o), [])),
-            )?;
-            let mut keys: Vec<[u8; 13]> = numbered()
-                .map(|(o, (c, _))| k_customer_order(w, d, c, o))
-                .collect();
-            keys.sort_unstable();
-            db.bulk_load(&index, keys.iter().map(|k| (k, [])))?;
-        }
+    for o in orders(t) {
+        let (w, d) = (o.w, o.d);
+        db.bulk_load(
+            &orders_t,
+            o.orders
+                .iter()
+                .map(|(id, row)| (k_wdi(w, d, *id), row.encode())),
+        )?;
+        db.bulk_load(
+            &lines_t,
+            o.lines
+                .iter()
+                .map(|(id, l, row)| (k_order_line(w, d, *id, *l), row.encode())),
+        )?;
+        db.bulk_load(
+            &new_order,
+            o.new_orders.clone().map(|id| (k_wdi(w, d, id), [])),
+        )?;
+        let mut keys: Vec<[u8; 13]> = o
+            .orders
+            .iter()
+            .map(|(id, row)| k_customer_order(w, d, row.c_id, *id))
+            .collect();
+        keys.sort_unstable();
+        db.bulk_load(&index, keys.iter().map(|k| (k, [])))?;
     }
     Ok(())
 }

@@ -4,8 +4,11 @@
 //!   rows' fixed-width encoding (documented there);
 //! - [`random`]: NURand, last names, random text;
 //! - [`load`]: the bulk load of `--warehouses` warehouses;
+//! - [`input`]: the mix and the five transactions' inputs, drawn first;
 //! - [`txn`]: the five transactions;
-//! - [`check`]: consistency conditions 1-4.
+//! - [`check`]: consistency conditions 1-4;
+//! - [`wire`]: the same workload driven over the PostgreSQL wire protocol
+//!   (`untorn tpcc`), for any server that speaks it.
 //!
 //! What is the specification and what is not:
 //! - the row counts per warehouse are the specification's by default
@@ -26,17 +29,19 @@
 //!   and is reported apart as a rollback.
 
 pub mod check;
+pub mod input;
 pub mod load;
 pub mod random;
 pub mod schema;
 pub mod txn;
+pub mod wire;
 
 use super::{max_u64_key, Outcome, Rng, Scale, Tables, Workload};
 use crate::db::Database;
 use crate::error::{Error, Result};
+use input::Input;
 use schema::{Customer, District, Item, Order, OrderLine, Stock, DISTRICTS, TABLES};
 use std::sync::atomic::AtomicU64;
-use txn::Kind;
 
 /// TPC-C at a number of warehouses (and a scale-down, for tests).
 #[derive(Clone, Debug)]
@@ -156,42 +161,19 @@ impl Workload for Tpcc {
         if tables.tables.len() != TABLES.len() {
             return Err(Error::Invalid("tpcc needs its eleven tables".into()));
         }
-        let kind = Kind::draw(rng);
+        let input = self.draw(rng);
+        let kind = input.kind();
         let mut tx = db.begin();
-        let result = match kind {
-            Kind::NewOrder => {
-                let input = self.draw_new_order(rng);
-                self.new_order(&mut tx, tables, &input)
-            }
-            Kind::Payment => {
-                let input = self.draw_payment(rng);
-                self.payment(&mut tx, tables, &input).map(|()| true)
-            }
-            Kind::OrderStatus => {
-                let w = random::uniform(rng, 1, u64::from(self.warehouses)) as u32;
-                let d = random::uniform(rng, 1, u64::from(DISTRICTS)) as u8;
-                let who = if rng.below(100) < 60 {
-                    let n = random::nurand(rng, 255, random::C_LAST_RUN, 0, self.last_names() - 1);
-                    txn::Who::LastName(random::last_name(n))
-                } else {
-                    let c = random::nurand(rng, 1023, random::C_ID, 1, u64::from(self.customers));
-                    txn::Who::Id(c as u32)
-                };
-                self.order_status(&mut tx, tables, w, d, &who)
-                    .map(|()| true)
-            }
-            Kind::Delivery => {
-                let w = random::uniform(rng, 1, u64::from(self.warehouses)) as u32;
-                let carrier = random::uniform(rng, 1, 10) as u8;
-                self.delivery(&mut tx, tables, w, carrier).map(|_| true)
-            }
-            Kind::StockLevel => {
-                let w = random::uniform(rng, 1, u64::from(self.warehouses)) as u32;
-                let d = random::uniform(rng, 1, u64::from(DISTRICTS)) as u8;
-                let threshold = random::uniform(rng, 10, 20) as i32;
-                self.stock_level(&mut tx, tables, w, d, threshold)
-                    .map(|_| true)
-            }
+        let result = match &input {
+            Input::NewOrder(i) => self.new_order(&mut tx, tables, i),
+            Input::Payment(i) => self.payment(&mut tx, tables, i).map(|()| true),
+            Input::OrderStatus(i) => self
+                .order_status(&mut tx, tables, i.w, i.d, &i.who)
+                .map(|()| true),
+            Input::Delivery(i) => self.delivery(&mut tx, tables, i.w, i.carrier).map(|_| true),
+            Input::StockLevel(i) => self
+                .stock_level(&mut tx, tables, i.w, i.d, i.threshold)
+                .map(|_| true),
         };
         let result = result.and_then(|commit| {
             if commit {

@@ -5,46 +5,15 @@
 //! item order (New-Order; two New-Orders may deadlock there, and are
 //! retried and counted).
 
-use super::random::{now_us, nurand, uniform, C_ID, C_LAST_RUN, C_OL_I_ID};
+pub use super::input::{Kind, NewOrderInput, PaymentInput, Who, KINDS};
+use super::random::now_us;
 use super::schema::*;
 use super::Tpcc;
 use crate::db::{key_u64, Table};
 use crate::error::{Error, Result};
-use crate::lab::workload::{Rng, Tables};
+use crate::lab::workload::Tables;
 use crate::Transaction;
 use std::sync::atomic::Ordering::Relaxed;
-
-/// The transaction types, in the order of [`KINDS`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    NewOrder = 0,
-    Payment = 1,
-    OrderStatus = 2,
-    Delivery = 3,
-    StockLevel = 4,
-}
-
-/// Names of the transaction types as reported (`Workload::kinds`).
-pub const KINDS: [&str; 5] = [
-    "new_order",
-    "payment",
-    "order_status",
-    "delivery",
-    "stock_level",
-];
-
-impl Kind {
-    /// The standard mix: 45 / 43 / 4 / 4 / 4 %.
-    pub fn draw(rng: &mut Rng) -> Kind {
-        match rng.below(100) {
-            0..45 => Kind::NewOrder,
-            45..88 => Kind::Payment,
-            88..92 => Kind::OrderStatus,
-            92..96 => Kind::Delivery,
-            _ => Kind::StockLevel,
-        }
-    }
-}
 
 fn missing(table: &Table, key: &[u8]) -> Error {
     Error::Invalid(format!(
@@ -71,46 +40,6 @@ fn rows_with_prefix(
     tx.scan(table, prefix, Some(&prefix_end(prefix)), usize::MAX)
 }
 
-/// How a customer is chosen: by id, or by last name (the middle row of
-/// those with the name, ordered by first name).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Who {
-    Id(u32),
-    LastName(Vec<u8>),
-}
-
-impl Tpcc {
-    fn draw_who(&self, rng: &mut Rng) -> Who {
-        if rng.below(100) < 60 {
-            let n = nurand(rng, 255, C_LAST_RUN, 0, self.last_names() - 1);
-            Who::LastName(super::random::last_name(n))
-        } else {
-            Who::Id(self.draw_customer(rng))
-        }
-    }
-
-    fn draw_customer(&self, rng: &mut Rng) -> u32 {
-        nurand(rng, 1023, C_ID, 1, u64::from(self.customers)) as u32
-    }
-
-    fn draw_warehouse(&self, rng: &mut Rng) -> u32 {
-        uniform(rng, 1, u64::from(self.warehouses)) as u32
-    }
-
-    /// A warehouse other than `w` (`w` itself when there is only one).
-    fn other_warehouse(&self, rng: &mut Rng, w: u32) -> u32 {
-        if self.warehouses == 1 {
-            return w;
-        }
-        let o = uniform(rng, 1, u64::from(self.warehouses) - 1) as u32;
-        if o >= w {
-            o + 1
-        } else {
-            o
-        }
-    }
-}
-
 /// The customer `who` names in district (w, d): (id, row key), or None
 /// when no customer has that last name (possible only scaled down).
 pub fn find_customer(
@@ -135,42 +64,7 @@ pub fn find_customer(
     }
 }
 
-/// New-Order's inputs (clause 2.4.1).
-#[derive(Clone, Debug)]
-pub struct NewOrderInput {
-    pub w: u32,
-    pub d: u8,
-    pub c: u32,
-    /// (item, supplying warehouse, quantity); an item id past the last
-    /// is the unused one of a transaction to roll back.
-    pub lines: Vec<(u32, u32, u8)>,
-}
-
 impl Tpcc {
-    pub fn draw_new_order(&self, rng: &mut Rng) -> NewOrderInput {
-        let w = self.draw_warehouse(rng);
-        let d = uniform(rng, 1, u64::from(DISTRICTS)) as u8;
-        let c = self.draw_customer(rng);
-        let n = uniform(rng, 5, 15) as usize;
-        let rollback = rng.below(100) == 0;
-        let lines = (0..n)
-            .map(|i| {
-                let item = if rollback && i == n - 1 {
-                    self.items + 1
-                } else {
-                    nurand(rng, 8191, C_OL_I_ID, 1, u64::from(self.items)) as u32
-                };
-                let supply = if rng.below(100) == 0 {
-                    self.other_warehouse(rng, w)
-                } else {
-                    w
-                };
-                (item, supply, uniform(rng, 1, 10) as u8)
-            })
-            .collect();
-        NewOrderInput { w, d, c, lines }
-    }
-
     /// Runs New-Order; false when it rolled back (an unused item).
     pub fn new_order(
         &self,
@@ -249,42 +143,7 @@ impl Tpcc {
     }
 }
 
-/// Payment's inputs (clause 2.5.1).
-#[derive(Clone, Debug)]
-pub struct PaymentInput {
-    pub w: u32,
-    pub d: u8,
-    pub c_w: u32,
-    pub c_d: u8,
-    pub who: Who,
-    /// Cents, 1.00 to 5,000.00.
-    pub amount: i64,
-}
-
 impl Tpcc {
-    pub fn draw_payment(&self, rng: &mut Rng) -> PaymentInput {
-        let w = self.draw_warehouse(rng);
-        let d = uniform(rng, 1, u64::from(DISTRICTS)) as u8;
-        let (c_w, c_d) = if rng.below(100) < 85 || self.warehouses == 1 {
-            (w, d)
-        } else {
-            (
-                self.other_warehouse(rng, w),
-                uniform(rng, 1, u64::from(DISTRICTS)) as u8,
-            )
-        };
-        let who = self.draw_who(rng);
-        let amount = uniform(rng, 100, 500_000) as i64;
-        PaymentInput {
-            w,
-            d,
-            c_w,
-            c_d,
-            who,
-            amount,
-        }
-    }
-
     pub fn payment(
         &self,
         tx: &mut Transaction<'_>,
