@@ -19,14 +19,24 @@ pub const CATALOG_TABLE: &str = "sql.catalog";
 /// Every engine table the SQL layer owns starts with this.
 pub const RESERVED_PREFIX: &str = "sql.";
 
+/// A column. Fields at their defaults are left out of the catalog row
+/// (a table's definition is one engine row, within a page's value limit:
+/// TPC-C's 21-column customer did not fit with every field written).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ColumnDef {
     pub name: String,
     pub ty: SqlType,
+    #[serde(default, skip_serializing_if = "is_false")]
     pub not_null: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Value>,
     /// SERIAL / BIGSERIAL: an omitted value takes the table's next id.
+    #[serde(default, skip_serializing_if = "is_false")]
     pub serial: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The columns of a key (the primary key's or an index's), in key order.
@@ -380,6 +390,21 @@ mod tests {
         assert_eq!(back, composite);
         let empty = json.replace("[2,0]", "[]");
         assert!(serde_json::from_str::<TableDef>(&empty).is_err());
+        // Columns: every field written (the old form) or defaults left out.
+        let full = r#"{"name":"a","ty":"Int4","not_null":false,"default":null,"serial":false}"#;
+        let col: ColumnDef = serde_json::from_str(full).unwrap();
+        assert_eq!(
+            serde_json::to_string(&col).unwrap(),
+            r#"{"name":"a","ty":"Int4"}"#
+        );
+        let set = ColumnDef {
+            not_null: true,
+            default: Some(Value::Int(3)),
+            serial: true,
+            ..col
+        };
+        let json = serde_json::to_string(&set).unwrap();
+        assert_eq!(serde_json::from_str::<ColumnDef>(&json).unwrap(), set);
     }
 
     /// A catalog row whose key names a column the table lacks is refused
