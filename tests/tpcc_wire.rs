@@ -1,0 +1,90 @@
+//! The TPC-C wire driver (`untorn tpcc`, issue 39) against `untorn serve`:
+//! it loads the nine tables with composite keys over COPY, runs the mix
+//! with several clients for a few seconds, and the consistency conditions
+//! hold; a broken condition is found by `untorn tpcc check`.
+
+mod common;
+
+use common::serve::{psql, Serve};
+use common::untorn;
+
+#[test]
+fn the_wire_driver_loads_runs_and_checks_tpcc_on_untorn_serve() {
+    let serve = Serve::start(&[]);
+    let url = format!("postgres://bench@127.0.0.1:{}/bench", serve.port);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+
+    untorn([
+        "tpcc",
+        "--url",
+        &url,
+        "load",
+        "--warehouses",
+        "2",
+        "--tpcc-items",
+        "1000",
+        "--tpcc-customers",
+        "30",
+    ])
+    .expect_code(0)
+    .expect_stdout("loaded 2 warehouses");
+    // The counts the specification gives per warehouse, scaled down.
+    assert_eq!(psql(serve.port, "select count(*) from district"), "20");
+    assert_eq!(psql(serve.port, "select count(*) from stock"), "2000");
+    assert_eq!(psql(serve.port, "select count(*) from customer"), "600");
+    // 30 % of the loaded orders are still new.
+    assert_eq!(psql(serve.port, "select count(*) from new_order"), "180");
+
+    let run = untorn([
+        "tpcc",
+        "--url",
+        &url,
+        "run",
+        "--clients",
+        "4",
+        "--duration",
+        "3",
+        "--warmup",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    run.expect_code(0)
+        .expect_stdout("consistency conditions 1-4 hold");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(r["notpm"].as_f64().unwrap() > 0.0, "{r}");
+    let kinds: Vec<(&str, u64)> = r["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["name"].as_str().unwrap(), k["count"].as_u64().unwrap()))
+        .collect();
+    let names: Vec<&str> = kinds.iter().map(|k| k.0).collect();
+    assert_eq!(
+        names,
+        [
+            "new_order",
+            "payment",
+            "order_status",
+            "delivery",
+            "stock_level"
+        ]
+    );
+    let total: u64 = kinds.iter().map(|k| k.1).sum();
+    assert_eq!(total, r["transactions"].as_u64().unwrap(), "{r}");
+    // What the run did is in the tables: New-Orders added orders.
+    let orders: u64 = psql(serve.port, "select count(*) from orders")
+        .parse()
+        .unwrap();
+    assert!(orders > 600, "{orders} orders after a run");
+
+    // Condition 1 (W_YTD = sum of D_YTD) broken on purpose is found.
+    psql(
+        serve.port,
+        "update warehouse set w_ytd = w_ytd + 1 where w_id = 2",
+    );
+    untorn(["tpcc", "--url", &url, "check"])
+        .expect_code(1)
+        .expect_stdout("FAILED: tpcc consistency condition 1 broken");
+}
