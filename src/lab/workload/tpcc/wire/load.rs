@@ -188,7 +188,14 @@ fn customers_and_history(t: &Tpcc, out: &Out<'_>) {
 fn orders(t: &Tpcc, out: &Out<'_>) {
     for district in rows::orders(t) {
         let [o, l, n] = schema::orders(&district);
-        if !(out.send("orders", o) && out.send("order_line", l) && out.send("new_order", n)) {
+        // A district's order lines (about 30,000) go as several COPYs: each
+        // COPY is one transaction, and untorn serve bounds a transaction's
+        // write set (10,000 rows).
+        let lines_sent = l
+            .split(CHUNK)
+            .into_iter()
+            .all(|c| out.send("order_line", c));
+        if !(out.send("orders", o) && lines_sent && out.send("new_order", n)) {
             return;
         }
     }
