@@ -145,30 +145,11 @@ impl std::fmt::Write for Text<'_> {
     }
 }
 
-/// `YYYY-MM-DD HH:MM:SS[.ffffff]` (UTC) of microseconds since 1970.
+/// `YYYY-MM-DD HH:MM:SS[.ffffff]` (UTC) of microseconds since 1970, as
+/// the SQL layer prints a timestamp (its epoch is 2000-01-01).
 pub fn timestamp(us: i64) -> String {
-    let (secs, micros) = (us.div_euclid(1_000_000), us.rem_euclid(1_000_000));
-    let (days, s) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let mut t = format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    );
-    if micros != 0 {
-        let _ = write!(t, ".{micros:06}");
-    }
-    t
+    const US_1970_TO_2000: i64 = 946_684_800_000_000;
+    crate::sql::timestamp::format(us.saturating_sub(US_1970_TO_2000))
 }
 
 /// name 10 | street_1 20 | street_2 20 | city 20 | state 2 | zip 9.
