@@ -287,13 +287,7 @@ pub fn candidates(
             out.extend(chunk.into_iter().map(|(k, v)| (k, want_rows.then_some(v))));
             // What a statement reads is held whole until it ends.
             if out.len() > cx.max_rows {
-                return Err(SqlError::new(
-                    codes::PROGRAM_LIMIT_EXCEEDED,
-                    format!(
-                        "statement reads more than max_result_rows ({}) rows, all held in memory",
-                        cx.max_rows
-                    ),
-                ));
+                return Err(too_many_rows(cx));
             }
             if n < want {
                 break;
@@ -308,6 +302,9 @@ pub fn candidates(
                 if let Some(k) = key_prefix(meta, pk, t, cx)? {
                     keys.push((k, None));
                 }
+            }
+            if keys.len() > cx.max_rows {
+                return Err(too_many_rows(cx));
             }
             // An IN list may name a key twice; each row is read once.
             if keys.len() > 1 {
@@ -376,6 +373,16 @@ pub fn candidates(
         }
     }
     Ok(out)
+}
+
+fn too_many_rows(cx: &Ctx<'_>) -> SqlError {
+    SqlError::new(
+        codes::PROGRAM_LIMIT_EXCEEDED,
+        format!(
+            "statement reads more than max_result_rows ({}) rows, all held in memory",
+            cx.max_rows
+        ),
+    )
 }
 
 /// `values` as key columns `cols` store them, encoded one after another;

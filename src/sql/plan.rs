@@ -255,7 +255,9 @@ pub fn in_access_order(access: &Access, pk: &[usize], order: &[(Expr, bool)]) ->
     let pinned = match access {
         Access::Full => 0,
         Access::Range { prefix, .. } => prefix.len(),
-        Access::Keys(_) | Access::Index(..) => return order.is_empty(),
+        // Point reads and index scans read every row they find at once:
+        // a cap would only make them read again.
+        Access::Keys(_) | Access::Index(..) => return false,
     };
     if order.is_empty() {
         return true;

@@ -315,3 +315,36 @@ fn a_scan_past_max_result_rows_is_54000() {
         assert_eq!(value(s, "select count(*) from t"), Value::Int(5));
     });
 }
+
+/// IN lists (issue 39): a member nested past the depth limit is 54001, a
+/// list naming more keys than max_result_rows is 54000, and a long list
+/// of keys runs on the session's stack.
+#[test]
+fn in_lists_keep_the_depth_and_row_limits() {
+    let limits = Limits {
+        max_expression_depth: 5,
+        max_result_rows: 5,
+        ..Limits::default()
+    };
+    on_session_stack(limits, |s| {
+        one(s, "create table t (id int primary key, v int)").unwrap();
+        one(s, "insert into t values (1, 1), (2, 2)").unwrap();
+        let deep = format!("select v from t where id in (1, {})", chain("1", "+", 6));
+        assert_eq!(code(s, &deep), "54001");
+        assert_eq!(
+            code(s, "select v from t where id in (1, 2, 3, 4, 5, 6)"),
+            "54000"
+        );
+        assert_eq!(
+            value(s, "select count(*) from t where id in (1, 2, 3, 4, 5)"),
+            Value::Int(2)
+        );
+    });
+    on_session_stack(Limits::default(), |s| {
+        one(s, "create table t (id int primary key, v int)").unwrap();
+        one(s, "insert into t values (7, 1)").unwrap();
+        let list = chain("#", ", ", 100_000);
+        let sql = format!("select count(*) from t where id in ({list})");
+        assert_eq!(value(s, &sql), Value::Int(1));
+    });
+}
