@@ -7,6 +7,7 @@ mod common;
 
 use common::serve::{psql, Serve};
 use common::untorn;
+use untorn::lab::workload::tpcc::txn::KINDS;
 
 #[test]
 fn the_wire_driver_loads_runs_and_checks_tpcc_on_untorn_serve() {
@@ -61,16 +62,7 @@ fn the_wire_driver_loads_runs_and_checks_tpcc_on_untorn_serve() {
         .map(|k| (k["name"].as_str().unwrap(), k["count"].as_u64().unwrap()))
         .collect();
     let names: Vec<&str> = kinds.iter().map(|k| k.0).collect();
-    assert_eq!(
-        names,
-        [
-            "new_order",
-            "payment",
-            "order_status",
-            "delivery",
-            "stock_level"
-        ]
-    );
+    assert_eq!(names, KINDS);
     let total: u64 = kinds.iter().map(|k| k.1).sum();
     assert_eq!(total, r["transactions"].as_u64().unwrap(), "{r}");
     // What the run did is in the tables: New-Orders added orders.

@@ -19,17 +19,17 @@ fn open(dir: &std::path::Path) -> Arc<SqlEngine> {
 }
 
 /// Runs one statement; its error is returned, never hidden.
-fn run(s: &mut Session, sql: &str) -> Result<Outcome, SqlError> {
+pub(super) fn run(s: &mut Session, sql: &str) -> Result<Outcome, SqlError> {
     let mut r = s.simple_query(sql);
     assert_eq!(r.len(), 1, "{sql}");
     r.pop().unwrap()
 }
 
-fn ok(s: &mut Session, sql: &str) -> Outcome {
+pub(super) fn ok(s: &mut Session, sql: &str) -> Outcome {
     run(s, sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
-fn rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
+pub(super) fn rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
     match ok(s, sql) {
         Outcome::Rows { rows, .. } => rows,
         o => panic!("{sql}: {o:?}"),

@@ -2,6 +2,7 @@
 //! that stops a key range early: the statement shapes of the TPC-C wire
 //! driver (issue 39), against a model where the answer is not obvious.
 
+use super::tests_concurrent::{ok, rows, run};
 use super::*;
 use crate::{Database, Options};
 use proptest::prelude::*;
@@ -10,23 +11,6 @@ use std::sync::Arc;
 
 fn create(dir: &std::path::Path) -> Arc<SqlEngine> {
     SqlEngine::open(Arc::new(Database::create(dir, Options::default()).unwrap())).unwrap()
-}
-
-fn run(s: &mut Session, sql: &str) -> Result<Outcome, SqlError> {
-    let mut r = s.simple_query(sql);
-    assert_eq!(r.len(), 1, "{sql}");
-    r.pop().unwrap()
-}
-
-fn ok(s: &mut Session, sql: &str) -> Outcome {
-    run(s, sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
-fn rows(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
-    match ok(s, sql) {
-        Outcome::Rows { rows, .. } => rows,
-        o => panic!("{sql}: {o:?}"),
-    }
 }
 
 fn ints(s: &mut Session, sql: &str) -> Vec<i64> {
