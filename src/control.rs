@@ -163,6 +163,11 @@ impl ControlFile {
             &s.data_segment_size.to_le_bytes(),
         );
         b[OFF_CHECKSUMS] = s.data_checksums.code();
+        assert_ne!(
+            s.torn_page_protection,
+            TornPageProtection::Auto,
+            "`auto` is resolved at an opening, never stored"
+        );
         b[OFF_PROTECTION] = s.torn_page_protection.code();
         b[OFF_STATE] = self.state as u8;
         put(&mut b, OFF_WAL_EPOCH, &self.wal_epoch.to_le_bytes());
@@ -229,7 +234,9 @@ impl ControlFile {
                     format!("unknown checksum code {}", bytes[OFF_CHECKSUMS]),
                 )
             })?;
+        // `auto` is a request resolved at an opening, never a stored mode.
         let torn_page_protection = TornPageProtection::from_code(bytes[OFF_PROTECTION])
+            .filter(|m| *m != TornPageProtection::Auto)
             .ok_or_else(|| {
                 bad(
                     format!("offset {OFF_PROTECTION}"),

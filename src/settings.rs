@@ -37,6 +37,16 @@ pub enum TornPageProtection {
     DoubleWrites,
     /// No protection: a torn page is detected by its checksum, not repaired.
     Off,
+    /// The kernel and the device write each page whole: data files are
+    /// opened O_DIRECT and every page goes out as one pwritev2(RWF_ATOMIC)
+    /// (Linux 6.11+). Accepted only where statx says every data file's
+    /// atomic unit covers the page ([`crate::protect::atomic`]).
+    Atomic,
+    /// A request, never stored: resolved at an opening to `atomic` where
+    /// the hardware writes a page atomically (statx's `unit_max_opt`
+    /// covers it), else `double_writes` (`full_pages` without page
+    /// checksums). See [`crate::protect::atomic::resolve_auto`].
+    Auto,
 }
 
 /// Compression of full-page images in the WAL (`wal_compression`), a
@@ -107,9 +117,19 @@ settings_enum_text!(TornPageProtection, "torn_page_protection",
     TornPageProtection::FullPages => "full_pages",
     TornPageProtection::DoubleWrites => "double_writes",
     TornPageProtection::Off => "off",
+    TornPageProtection::Atomic => "atomic",
+    TornPageProtection::Auto => "auto",
 );
 
 impl TornPageProtection {
+    /// The modes a database can be in (every mode but the `auto` request).
+    pub const STORED: [TornPageProtection; 4] = [
+        TornPageProtection::FullPages,
+        TornPageProtection::DoubleWrites,
+        TornPageProtection::Off,
+        TornPageProtection::Atomic,
+    ];
+
     /// Refuses this mode with page checksums `checksums`: double writes
     /// find a torn page by its checksum, and without one a torn page would
     /// be taken as intact and its copy never used.

@@ -7,7 +7,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use common::xfs::XfsLoop;
+
+use std::path::Path;
 use std::process::Command;
 
 fn probe(path: &Path) -> serde_json::Value {
@@ -40,60 +42,6 @@ fn the_probe_reports_no_atomic_page_on_file_systems_without_it() {
     let run = common::untorn_on("probe", &t.path().join("absent"), &[]);
     assert_eq!(run.code, Some(2), "{}", run.context());
     assert!(run.stderr.contains("absent"), "{}", run.stderr);
-}
-
-/// An XFS image mounted on a loop device, unmounted on drop.
-struct XfsLoop {
-    _dir: tempfile::TempDir,
-    mount: PathBuf,
-}
-
-impl XfsLoop {
-    fn new(reflink: bool) -> Result<XfsLoop, String> {
-        if unsafe { libc::geteuid() } != 0 {
-            return Err("not root".into());
-        }
-        if !Path::new("/dev/loop-control").exists() {
-            return Err("no /dev/loop-control".into());
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let (img, mount) = (dir.path().join("xfs.img"), dir.path().join("mnt"));
-        std::fs::create_dir(&mount).unwrap();
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(300 << 20)
-            .unwrap();
-        let mkfs = Command::new("mkfs.xfs")
-            .args(["-q", "-m", if reflink { "reflink=1" } else { "reflink=0" }])
-            .arg(&img)
-            .output()
-            .map_err(|e| format!("no mkfs.xfs ({e}): apt-get install xfsprogs"))?;
-        if !mkfs.status.success() {
-            return Err(format!(
-                "mkfs.xfs: {}",
-                String::from_utf8_lossy(&mkfs.stderr)
-            ));
-        }
-        let m = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&img)
-            .arg(&mount)
-            .output()
-            .unwrap();
-        if !m.status.success() {
-            return Err(format!(
-                "mount -o loop: {}",
-                String::from_utf8_lossy(&m.stderr)
-            ));
-        }
-        Ok(XfsLoop { _dir: dir, mount })
-    }
-}
-
-impl Drop for XfsLoop {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mount).status();
-    }
 }
 
 #[test]

@@ -380,6 +380,32 @@ fn atomic_page_writes_leave_nothing_to_repair() {
     assert_eq!((m.lost_commits, m.silent_corruptions), (0, 0));
 }
 
+/// `torn_page_protection = atomic` (issue 40) on a device with atomic
+/// writes, where only the page writes the engine makes with RWF_ATOMIC
+/// are whole and everything else tears at sectors, with every fault
+/// (switches into and out of `atomic` included): nothing is lost. On a
+/// device without them the mode is refused, not run.
+#[test]
+fn atomic_page_writes_mode_loses_nothing_with_every_fault() {
+    let modes = [TornPageProtection::Atomic];
+    let mut opts = options(&modes, &Fault::ALL, 300);
+    opts.atomic_page_writes = true;
+    let report = run(&opts);
+    let m = mode(&report, TornPageProtection::Atomic);
+    assert_passed(m);
+    assert_eq!((m.lost_commits, m.silent_corruptions), (0, 0), "{m:?}");
+    assert!(m.crashes >= opts.iterations, "{m:?}");
+    assert!(m.faults.protection_switches > 20, "{m:?}");
+
+    opts.atomic_page_writes = false;
+    opts.iterations = 1;
+    let refused = run(&opts);
+    let m = mode(&refused, TornPageProtection::Atomic);
+    let note = m.note.as_deref().unwrap_or_default();
+    assert!(note.contains("statx reports no atomic writes"), "{m:?}");
+    assert_eq!(m.crashes, 0);
+}
+
 #[test]
 fn several_threads_and_4k_pages() {
     let modes = [TornPageProtection::FullPages, TornPageProtection::Off];

@@ -194,7 +194,7 @@ impl FileSystem for CheckingFs {
         st.durable_names = st.names.clone();
         Ok(())
     }
-    untorn::forward_file_system_methods!(inner: create_dir_all, exists, list_dir, sector_size);
+    untorn::forward_file_system_methods!(inner: create_dir_all, exists, list_dir, sector_size, atomic_writes);
 }
 
 fn cfg(block_size: u32) -> WalConfig {

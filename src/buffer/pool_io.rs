@@ -9,6 +9,7 @@ use crate::Lsn;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 
@@ -19,6 +20,9 @@ pub struct DataFiles {
     page_size: usize,
     pages_per_segment: u64,
     files: RwLock<HashMap<u32, Arc<SegmentedFile>>>,
+    /// The atomic write unit every segment is opened with (0: none; the
+    /// page size under `torn_page_protection = atomic`).
+    atomic_unit: Arc<AtomicU32>,
 }
 
 impl DataFiles {
@@ -29,7 +33,29 @@ impl DataFiles {
             page_size: settings.page_size as usize,
             pages_per_segment: settings.pages_per_data_segment(),
             files: RwLock::new(HashMap::new()),
+            atomic_unit: Arc::default(),
         }
+    }
+
+    /// Opens every data file from now on with (`true`) or without atomic
+    /// page writes (O_DIRECT, RWF_ATOMIC, a page each). What was written
+    /// is made durable first, and files already open are reopened.
+    pub fn set_atomic_page_writes(&self, on: bool, who: Issuer) -> Result<()> {
+        let unit = if on { self.page_size as u32 } else { 0 };
+        if self.atomic_unit.load(SeqCst) == unit {
+            return Ok(());
+        }
+        self.sync_all(who)?;
+        self.atomic_unit.store(unit, SeqCst);
+        for f in self.files.read().values() {
+            f.close_segments();
+        }
+        Ok(())
+    }
+
+    /// Whether data files are opened with atomic page writes.
+    pub fn atomic_page_writes(&self) -> bool {
+        self.atomic_unit.load(SeqCst) != 0
     }
 
     /// The data file `file_id`.
@@ -45,6 +71,7 @@ impl DataFiles {
                 file_id,
                 self.page_size,
                 self.pages_per_segment,
+                self.atomic_unit.clone(),
             ))
         });
         Ok(f.clone())

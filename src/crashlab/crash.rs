@@ -260,14 +260,12 @@ impl Iteration<'_> {
         // (which needs page checksums).
         let from = self.mode_on_disk();
         let checksums = self.opts.data_checksums != ChecksumAlgorithm::Off;
-        let to: Vec<TornPageProtection> = [
-            TornPageProtection::Off,
-            TornPageProtection::FullPages,
-            TornPageProtection::DoubleWrites,
-        ]
-        .into_iter()
-        .filter(|&m| m != from && (checksums || m != TornPageProtection::DoubleWrites))
-        .collect();
+        // `atomic` where the device has atomic writes.
+        let to: Vec<TornPageProtection> = TornPageProtection::STORED
+            .into_iter()
+            .filter(|&m| m != from && (checksums || m != TornPageProtection::DoubleWrites))
+            .filter(|&m| self.opts.atomic_page_writes || m != TornPageProtection::Atomic)
+            .collect();
         let to = to[self.rng.below(to.len() as u64) as usize];
         self.options.creation.torn_page_protection = Some(to);
         self.switched = true;

@@ -87,6 +87,7 @@ impl Base {
         sim.set_trace_enabled(false);
         // The engine probes the sector at creation, as on a real device.
         sim.set_sector_size(opts.sector_size as u32);
+        sim.set_atomic_unit(opts.atomic_unit());
         let options = db_options(opts, mode);
         let db = Database::create_with(Arc::new(sim.clone()), stats, db_dir(), options.clone())?;
         let mut rng = SplitMix64::new(opts.seed ^ 0xBA5E ^ mode.code() as u64);
@@ -163,6 +164,7 @@ impl<'a> Iteration<'a> {
         let stats = Arc::new(IoStats::default());
         let sim = SimFileSystem::from_image(base.image.clone(), stats.clone());
         sim.set_sector_size(opts.sector_size as u32);
+        sim.set_atomic_unit(opts.atomic_unit());
         let fs = TripwireFs::new(sim.clone(), db_dir());
         let lossy = opts.has(Fault::Drop) || opts.has(Fault::Reorder);
         let keep = if lossy {
@@ -172,8 +174,10 @@ impl<'a> Iteration<'a> {
         };
         let crash_cfg = CrashConfig {
             sector_size: opts.sector_size,
-            atomic_page_writes: opts
-                .atomic_page_writes
+            // Under `atomic` only what the engine writes with RWF_ATOMIC is
+            // whole: the rest tears at sectors, so the run proves it asks
+            // for every page write it needs whole.
+            atomic_page_writes: (opts.atomic_page_writes && mode != TornPageProtection::Atomic)
                 .then_some((opts.page_size as usize).max(opts.sector_size)),
             keep_probability: keep,
             drop_probability: if lossy { 1.0 - keep } else { 0.0 },

@@ -211,11 +211,12 @@ pub fn parse_file_kinds(list: &str) -> Result<Vec<FileKind>> {
     Ok(out)
 }
 
-/// Every protection mode the engine names, built or not.
+/// Every protection mode a database can be in but `atomic`, which needs
+/// an atomic device (`--atomic-page-writes`, [`CrashTestOptions::for_device`]).
 pub fn all_protections() -> Vec<TornPageProtection> {
-    TornPageProtection::NAMES
-        .iter()
-        .filter_map(|n| n.parse().ok())
+    TornPageProtection::STORED
+        .into_iter()
+        .filter(|m| *m != TornPageProtection::Atomic)
         .collect()
 }
 
@@ -234,6 +235,9 @@ pub struct CrashTestOptions {
     pub sector_size: usize,
     /// The device writes whole pages atomically (as ZFS, or SSDs with
     /// atomic-write support, do): a torn write tears only between pages.
+    /// statx then reports an atomic unit of a page, so `atomic` runs; under
+    /// `atomic` only the writes made with RWF_ATOMIC are whole, the rest
+    /// tear at sectors.
     pub atomic_page_writes: bool,
     pub faults: Vec<Fault>,
     pub data_checksums: ChecksumAlgorithm,
@@ -290,6 +294,20 @@ impl Default for CrashTestOptions {
 }
 
 impl CrashTestOptions {
+    /// The atomic write unit the simulated device reports: a page with
+    /// `atomic_page_writes`, else none.
+    pub fn atomic_unit(&self) -> Option<u32> {
+        self.atomic_page_writes.then_some(self.page_size)
+    }
+
+    /// Every mode this device can run: `atomic` too on an atomic device.
+    pub fn for_device(mut self) -> Self {
+        if self.atomic_page_writes && !self.protections.contains(&TornPageProtection::Atomic) {
+            self.protections.push(TornPageProtection::Atomic);
+        }
+        self
+    }
+
     /// True if `fault` is switched on.
     pub fn has(&self, fault: Fault) -> bool {
         self.faults.contains(&fault)

@@ -80,7 +80,7 @@ pub struct FaultCounts {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct ModeReport {
     pub mode: String,
-    /// Why the mode was not run ("not built: ..."), if it was not.
+    /// Why the mode was not run ("refused: ..."), if it was not.
     pub note: Option<String>,
     pub iterations: u64,
     pub elapsed_s: f64,
@@ -315,8 +315,8 @@ pub fn table(report: &CrashTestReport) -> String {
         "verdict",
     ]);
     for m in &report.modes {
-        if m.note.is_some() {
-            t.add_row(vec![Cell::new(&m.mode), Cell::new("not built")]);
+        if let Some(note) = &m.note {
+            t.add_row(vec![Cell::new(&m.mode), Cell::new(note)]);
             continue;
         }
         t.add_row(vec![

@@ -33,7 +33,8 @@ pub fn run(
     })
 }
 
-/// True if the engine refused the mode itself (not built in this build).
+/// True if the engine refused the mode itself (not built in this build, or
+/// `atomic` on a device without atomic writes).
 fn refused_mode(e: &Error) -> bool {
     matches!(
         e,
@@ -57,7 +58,7 @@ fn run_mode(
     let base = match Base::create(opts, mode) {
         Ok(b) => b,
         Err(e) if refused_mode(&e) => {
-            report.note = Some(format!("not built: {e}"));
+            report.note = Some(format!("refused: {e}"));
             return Ok(report);
         }
         Err(e) => return Err(e),

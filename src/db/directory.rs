@@ -67,7 +67,7 @@ fn refuse_used(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 pub fn create(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
-    settings: CreationSettings,
+    mut settings: CreationSettings,
 ) -> Result<(ControlFile, DirLock)> {
     settings.validate()?;
     // First without the lock, so that a refused directory is left
@@ -77,6 +77,16 @@ pub fn create(
     fs.create_dir_all(dir)?;
     let lock = DirLock::exclusive(fs.as_ref(), dir)?;
     refuse_used(fs.as_ref(), dir)?;
+    // `auto` becomes a mode, and `atomic` is refused where the file
+    // system cannot write a page whole, before anything is made.
+    settings.torn_page_protection = crate::protect::atomic::settle(
+        fs.as_ref(),
+        dir,
+        &dir.join(DATA_DIR),
+        settings.torn_page_protection,
+        settings.page_size,
+        settings.data_checksums,
+    )?;
     fs.create_dir_all(&dir.join(WAL_DIR))?;
     fs.create_dir_all(&dir.join(DATA_DIR))?;
     let mut control = ControlFile::new(settings, new_system_id());

@@ -66,6 +66,7 @@ pub(super) fn open(
     options.validate()?;
     let mut control = directory::open_control(fs.as_ref(), dir, &options.creation)?;
     let settings = control.settings.clone();
+    let (options, atomic_files) = settle_protection(fs.as_ref(), dir, &control, options)?;
     let earlier_stats = crate::stats::load_at_open(fs.as_ref(), dir, &control);
     let wal_dir = dir.join(WAL_DIR);
     // 2. Trust nothing the dead process left unsynced: a restart that
@@ -95,6 +96,7 @@ pub(super) fn open(
     )?;
     let wal = Arc::new(wal.with_image_compression(options.wal_compression.into()));
     let files = Arc::new(DataFiles::new(fs.clone(), &dir.join(DATA_DIR), &settings));
+    files.set_atomic_page_writes(atomic_files, Issuer::Recovery)?;
     // 6. The area's copies go in before redo reads any page; the WAL's end
     // is already known from step 3's scan. Only then may the write path
     // reuse the area's slots.
@@ -189,6 +191,55 @@ pub(super) fn open(
         recovery: report,
         earlier_stats,
     })
+}
+
+/// Step 1's check of atomic page writes, before anything is written:
+/// `auto` resolved and `atomic` checked for the mode asked for, and
+/// whether the data files are opened atomic until a switch (under
+/// `atomic` in force). A database left under `atomic` on files that no
+/// longer take it (copied elsewhere) is refused, unless it was shut down
+/// cleanly and the opening switches away: its recovery then writes no
+/// page.
+fn settle_protection(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    control: &ControlFile,
+    mut options: Options,
+) -> Result<(Options, bool)> {
+    use crate::protect::atomic;
+    use crate::settings::TornPageProtection::Atomic;
+    let (data_dir, s) = (dir.join(DATA_DIR), &control.settings);
+    if let Some(asked) = options.creation.torn_page_protection {
+        let mode = atomic::settle(fs, dir, &data_dir, asked, s.page_size, s.data_checksums)?;
+        options.creation.torn_page_protection = Some(mode);
+    }
+    if s.torn_page_protection != Atomic {
+        return Ok((options, false));
+    }
+    match atomic::check_files(fs, dir, &data_dir, s.page_size) {
+        Ok(()) => Ok((options, true)),
+        Err(why) => {
+            let leaving = options
+                .creation
+                .torn_page_protection
+                .is_some_and(|m| m != Atomic);
+            if leaving && control.state == DbState::ShutDown {
+                tracing::warn!(%why, "a database under atomic opened on files without atomic writes: shut down cleanly, so switching away is safe");
+                return Ok((options, false));
+            }
+            Err(crate::error::Error::Invalid(format!(
+                "{} is under torn_page_protection = atomic, but its files here cannot be \
+                 written a page at a time all or nothing, so its recovery could tear a page \
+                 no image repairs: open it where it was made{}. {why}",
+                dir.display(),
+                if control.state == DbState::ShutDown {
+                    ", or switch it to another mode (it was shut down cleanly)"
+                } else {
+                    ""
+                }
+            )))
+        }
+    }
 }
 
 /// What [`sync_after_unclean_shutdown`] made durable.

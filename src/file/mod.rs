@@ -18,7 +18,9 @@
 //!   simulated file system (`crashlab::sim`) and the benchmark laboratory's
 //!   device model stand in behind the same traits, outside this module.
 
+pub mod aligned;
 pub mod atomic;
+mod direct;
 mod io_stats;
 pub mod lock;
 pub mod overlay;
@@ -119,6 +121,12 @@ pub struct OpenOptions {
     pub read_only: bool,
     /// Bypass the page cache (O_DIRECT): buffers and offsets must be aligned.
     pub direct: bool,
+    /// `Some(unit)`: every write is cut into writes of exactly `unit`
+    /// bytes at multiples of `unit`, each made all or nothing by the kernel
+    /// and the device (O_DIRECT with pwritev2's RWF_ATOMIC; implies
+    /// `direct`). A write of another length or offset is refused. For
+    /// `torn_page_protection = atomic`, whose unit is the page.
+    pub atomic_unit: Option<u32>,
 }
 
 impl OpenOptions {
@@ -359,6 +367,14 @@ macro_rules! forward_file_system_methods {
             self.$($inner).+.sector_size(path)
         }
     };
+    (@one [$($inner:tt).+] atomic_writes) => {
+        fn atomic_writes(
+            &self,
+            path: &::std::path::Path,
+        ) -> $crate::Result<$crate::file::atomic::AtomicWrites> {
+            self.$($inner).+.atomic_writes(path)
+        }
+    };
     // The field path travels as one bracketed token tree, so that it can
     // repeat once per method.
     (@each $field:tt $($method:ident),+) => {
@@ -390,4 +406,11 @@ pub trait FileSystem: Send + Sync {
     /// unit a power cut may tear or destroy whole. `None` where the device
     /// does not say (tmpfs, overlay, a network file system).
     fn sector_size(&self, path: &Path) -> Option<u32>;
+    /// What the file system says about all-or-nothing writes to the file
+    /// at `path` (statx's STATX_WRITE_ATOMIC): whether a page can be
+    /// opened with [`OpenOptions::atomic_unit`]. By default none.
+    fn atomic_writes(&self, path: &Path) -> Result<atomic::AtomicWrites> {
+        let _ = path;
+        Ok(atomic::AtomicWrites::default())
+    }
 }

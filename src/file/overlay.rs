@@ -202,6 +202,10 @@ impl FileSystem for OverlayFileSystem {
     fn sector_size(&self, path: &Path) -> Option<u32> {
         self.base.sector_size(path)
     }
+
+    fn atomic_writes(&self, path: &Path) -> Result<crate::file::atomic::AtomicWrites> {
+        self.base.atomic_writes(path)
+    }
 }
 
 /// An open file of the view.

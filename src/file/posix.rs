@@ -63,6 +63,10 @@ struct PosixFile {
     file: std::fs::File,
     path: PathBuf,
     kind: FileKind,
+    /// Opened O_DIRECT: reads go through aligned memory.
+    direct: bool,
+    /// [`OpenOptions::atomic_unit`]: writes are whole units, RWF_ATOMIC.
+    atomic_unit: Option<u32>,
     stats: Arc<IoStats>,
     poison: Arc<Poison>,
 }
@@ -114,6 +118,12 @@ impl File for PosixFile {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<usize> {
+        if self.direct {
+            let done = super::direct::read_direct(&self.file, buf, offset)
+                .map_err(|e| Error::io(&self.path, "pread (O_DIRECT)", e))?;
+            self.stats.record(who, self.kind, IoOp::Read, done as u64);
+            return Ok(done);
+        }
         let mut done = 0;
         while done < buf.len() {
             match self.file.read_at(&mut buf[done..], offset + done as u64) {
@@ -128,6 +138,9 @@ impl File for PosixFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
+        if self.atomic_unit.is_some() {
+            return self.write_vectored_at(&[buf], offset, who);
+        }
         self.poison.check()?;
         self.file
             .write_all_at(buf, offset)
@@ -138,6 +151,14 @@ impl File for PosixFile {
     }
 
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64, who: Issuer) -> Result<()> {
+        if let Some(unit) = self.atomic_unit {
+            self.poison.check()?;
+            super::direct::write_whole_units(&self.file, bufs, offset, unit)
+                .map_err(|e| Error::io(&self.path, "pwritev2 (RWF_ATOMIC)", e))?;
+            let total: usize = bufs.iter().map(|b| b.len()).sum();
+            self.stats.record(who, self.kind, IoOp::Write, total as u64);
+            return Ok(());
+        }
         // One buffer (a lone evicted page) is a pwrite: no iovec to build,
         // and the kernel's plain write path is the shorter one.
         if let [one] = bufs {
@@ -323,7 +344,8 @@ impl FileSystem for PosixFileSystem {
         } else if opts.create {
             o.create(true);
         }
-        if opts.direct {
+        let direct = opts.direct || opts.atomic_unit.is_some();
+        if direct {
             o.custom_flags(libc::O_DIRECT);
         }
         let file = o.open(path).map_err(|e| Error::io(path, "open", e))?;
@@ -331,6 +353,8 @@ impl FileSystem for PosixFileSystem {
             file,
             path: path.to_path_buf(),
             kind,
+            direct,
+            atomic_unit: opts.atomic_unit,
             stats: self.stats.clone(),
             poison: self.poison.clone(),
         }))
@@ -380,6 +404,10 @@ impl FileSystem for PosixFileSystem {
 
     fn sector_size(&self, path: &Path) -> Option<u32> {
         super::sector::probe_sector_size(path)
+    }
+
+    fn atomic_writes(&self, path: &Path) -> Result<super::atomic::AtomicWrites> {
+        super::atomic::AtomicWrites::probe(path).map_err(|e| Error::io(path, "statx", e))
     }
 }
 

@@ -6,7 +6,7 @@ use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::error::{Error, Result};
 use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The on-disk name of segment `segment` of data file `file_id`.
@@ -48,6 +48,9 @@ pub struct SegmentedFile {
     pages_per_segment: u64,
     /// Opened segments, by number; `None` where not opened yet.
     segments: RwLock<Vec<Option<Arc<dyn File>>>>,
+    /// The atomic write unit segments are opened with (0: none), shared by
+    /// every data file of a database (`torn_page_protection = atomic`).
+    atomic_unit: Arc<AtomicU32>,
     /// Writes completed, counted after each. Starts at 1: a crashed
     /// process may have left writes in the OS cache that no fsync covered,
     /// and the first checkpoint after recovery must make them durable
@@ -76,6 +79,7 @@ impl SegmentedFile {
         file_id: u32,
         page_size: usize,
         pages_per_segment: u64,
+        atomic_unit: Arc<AtomicU32>,
     ) -> Self {
         assert!(pages_per_segment > 0 && page_size > 0);
         SegmentedFile {
@@ -85,6 +89,7 @@ impl SegmentedFile {
             page_size,
             pages_per_segment,
             segments: RwLock::new(Vec::new()),
+            atomic_unit,
             writes_done: AtomicU64::new(1),
             writes_synced: AtomicU64::new(0),
             syncs_started: AtomicU64::new(0),
@@ -114,17 +119,31 @@ impl SegmentedFile {
         if !create && !self.fs.exists(&path) {
             return Ok(None);
         }
-        let opts = if create {
+        let mut opts = if create {
             OpenOptions::create()
         } else {
             OpenOptions::read_write()
         };
+        opts.atomic_unit = Some(self.atomic_unit.load(Ordering::SeqCst)).filter(|u| *u > 0);
         let file = self.fs.open(&path, FileKind::Data, opts)?;
         if segs.len() <= segment as usize {
             segs.resize(segment as usize + 1, None);
         }
         segs[segment as usize] = Some(file.clone());
         Ok(Some(file))
+    }
+
+    /// Closes every segment, so that each opens again with the atomic unit
+    /// now in force. The caller makes sure nothing written since the last
+    /// fsync is left (an fsync reaches only open segments).
+    pub fn close_segments(&self) {
+        assert_eq!(
+            self.writes_done.load(Ordering::SeqCst),
+            self.writes_synced.load(Ordering::SeqCst),
+            "data file {} closed with writes no fsync covered",
+            self.file_id
+        );
+        self.segments.write().clear();
     }
 
     /// Whether the segment holding `block` exists (opened, or on disk).
@@ -311,7 +330,7 @@ mod tests {
     fn writes_cross_segment_boundaries() {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
-        let f = SegmentedFile::new(fs, dir.path(), 5, 4096, 3);
+        let f = SegmentedFile::new(fs, dir.path(), 5, 4096, 3, Default::default());
         let pages: Vec<Vec<u8>> = (0..7u8).map(|i| vec![i; 4096]).collect();
         let refs: Vec<&[u8]> = pages.iter().map(|p| p.as_slice()).collect();
         f.write_pages(0, &refs, Issuer::Client).unwrap();

@@ -279,7 +279,7 @@ impl FileSystem for DeviceFileSystem {
         }
         self.inner.sync_dir(dir, who)
     }
-    crate::forward_file_system_methods!(inner: rename, remove, create_dir_all, exists, list_dir, sector_size);
+    crate::forward_file_system_methods!(inner: rename, remove, create_dir_all, exists, list_dir, sector_size, atomic_writes);
 }
 
 #[cfg(test)]

@@ -12,6 +12,9 @@
 //!   double-write area and fsynced there, then written in place; recovery
 //!   repairs a torn page from its intact copy. Needs page checksums (a torn
 //!   page is found by its checksum).
+//! - `atomic` ([`atomic`]): the kernel and the device write each page
+//!   whole (O_DIRECT, RWF_ATOMIC), so no write tears a page; accepted only
+//!   where statx says so.
 //! - `off`: nothing; a torn page is found by its checksum, not repaired.
 //!
 //! Invariants:
@@ -25,6 +28,9 @@
 //!   with every batch of page copies before they are written in place, as
 //!   it sees the WAL only through `WalFlush`.
 
+pub mod atomic;
+#[cfg(test)]
+mod atomic_tests;
 pub mod double_writes;
 pub mod full_pages;
 pub mod switch;
@@ -71,7 +77,12 @@ pub fn page_write_protection(
     cx: &WritePathContext<'_>,
 ) -> Result<Arc<dyn PageWriteProtection>> {
     match mode {
-        TornPageProtection::FullPages | TornPageProtection::Off => Ok(Arc::new(InPlaceWrites)),
+        TornPageProtection::FullPages | TornPageProtection::Off | TornPageProtection::Atomic => {
+            Ok(Arc::new(InPlaceWrites))
+        }
+        TornPageProtection::Auto => Err(crate::error::Error::Invalid(
+            "torn_page_protection = auto is resolved at an opening, before the write path".into(),
+        )),
         TornPageProtection::DoubleWrites => {
             let settings = double_writes::AreaSettings::from_options(
                 cx.options,

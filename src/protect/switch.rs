@@ -103,6 +103,15 @@ fn switch(
     // And no manifest names a slot any longer (the area may stay).
     let redo = engine.control.lock().redo_lsn;
     engine.stop_if_fatal(old.persist_deferred(redo, Issuer::Recovery))?;
+    // Data files are opened atomic exactly under `atomic` (step 1 of the
+    // opening checked the files take it). Reopening makes everything
+    // written so far durable first.
+    engine.stop_if_fatal(
+        engine
+            .pool
+            .files()
+            .set_atomic_page_writes(to == TornPageProtection::Atomic, Issuer::Recovery),
+    )?;
     engine.pool.set_page_write_protection(new);
     let mut control = engine.control.lock();
     // The checkpoint completed: the control file names its redo point and

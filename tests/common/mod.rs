@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod serve;
+pub mod xfs;
 
 use std::ffi::{OsStr, OsString};
 use std::fs::OpenOptions;

@@ -173,7 +173,7 @@ impl FileSystem for UndoFs {
         self.journal.power(dir)?;
         self.inner.sync_dir(dir, who)
     }
-    untorn::forward_file_system_methods!(inner: create_dir_all, exists, list_dir, sector_size);
+    untorn::forward_file_system_methods!(inner: create_dir_all, exists, list_dir, sector_size, atomic_writes);
 }
 
 struct Entry {

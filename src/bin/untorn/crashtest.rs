@@ -31,7 +31,9 @@ pub struct CrashTestArgs {
     #[arg(long, default_value = "crc32c")]
     data_checksums: String,
     /// The device writes whole pages atomically: writes tear only between
-    /// pages.
+    /// pages, and statx reports a page as its atomic unit, so
+    /// `torn_page_protection = atomic` runs too (where only its RWF_ATOMIC
+    /// writes are whole; everything else tears at sectors).
     #[arg(long)]
     atomic_page_writes: bool,
     /// Page size of the tested databases (4096, 8192, 16384 or 32768).
@@ -91,8 +93,10 @@ pub fn run(a: &CrashTestArgs) -> untorn::Result<ExitCode> {
         )?,
         ..CrashTestOptions::default()
     };
-    if let Some(p) = &a.protection {
-        opts.protections = crashlab::parse_protections(p)?;
+    match &a.protection {
+        Some(p) => opts.protections = crashlab::parse_protections(p)?,
+        // Every mode, `atomic` too where the device has atomic writes.
+        None => opts = opts.for_device(),
     }
     let mut lines = crate::progress::Lines::new();
     let report = crashlab::run::run(&opts, |p| {

@@ -165,7 +165,10 @@ pub struct CreationArgs {
     /// Page checksums: off, fnv or crc32c [default: crc32c].
     #[arg(long)]
     data_checksums: Option<String>,
-    /// Torn-page protection: full_pages, double_writes or off [default: full_pages].
+    /// Torn-page protection: full_pages, double_writes, off, atomic (the
+    /// device and kernel write each page whole: O_DIRECT + RWF_ATOMIC,
+    /// refused where statx says they cannot) or auto (atomic where the
+    /// hardware does it, else double_writes) [default: full_pages].
     #[arg(long)]
     torn_page_protection: Option<String>,
     /// The device sector to protect against: 512B to the page size, a power

@@ -233,7 +233,11 @@ impl Crasher<'_> {
         let mut image = std::mem::take(&mut inode.durable);
         for op in std::mem::take(&mut inode.pending) {
             match op {
-                Pending::Write { offset, data } => self.write(&mut image, path, offset, &data),
+                Pending::Write {
+                    offset,
+                    data,
+                    untorn,
+                } => self.write(&mut image, path, offset, &data, untorn),
                 size => {
                     if self.rng.chance(self.cfg.keep_share()) {
                         apply_pending(&mut image, &size);
@@ -253,13 +257,14 @@ impl Crasher<'_> {
         assert_eq!(inode.live.len(), inode.durable.len());
     }
 
-    fn write(&mut self, image: &mut Vec<u8>, path: &Path, offset: u64, data: &[u8]) {
+    fn write(&mut self, image: &mut Vec<u8>, path: &Path, offset: u64, data: &[u8], untorn: bool) {
         assert!(!data.is_empty(), "empty writes are not queued");
         let unit = self.cfg.unit();
         let first = offset / unit;
         let units = (offset + data.len() as u64 - 1) / unit - first + 1;
         let mut fate = self.cfg.fate(&mut self.rng);
-        if fate == Fate::Tear && units < 2 {
+        // RWF_ATOMIC: all or nothing, whatever the sector.
+        if fate == Fate::Tear && (units < 2 || untorn) {
             fate = if self.rng.chance(self.cfg.keep_share()) {
                 Fate::Keep
             } else {

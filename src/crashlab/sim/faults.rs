@@ -227,6 +227,13 @@ impl SimFileSystem {
         self.shared.state.lock().sector_size = bytes;
     }
 
+    /// `Some(n)`: the device writes up to `n` bytes all or nothing when
+    /// asked (RWF_ATOMIC), and statx says so; `None` (the default): it
+    /// has no atomic writes.
+    pub fn set_atomic_unit(&self, unit: Option<u32>) {
+        self.shared.state.lock().atomic_unit = unit;
+    }
+
     /// Turns the trace on or off (on by default); calls are counted anyway.
     pub fn set_trace_enabled(&self, on: bool) {
         self.shared.state.lock().trace_enabled = on;

@@ -68,6 +68,9 @@ enum Pending {
     Write {
         offset: u64,
         data: Vec<u8>,
+        /// Made with RWF_ATOMIC (a file opened with an atomic unit): a
+        /// crash keeps it whole or drops it, never tears it.
+        untorn: bool,
     },
     /// `set_len`.
     SetLen(u64),
@@ -78,7 +81,7 @@ enum Pending {
 /// Applies one pending change to an image.
 fn apply_pending(image: &mut Vec<u8>, op: &Pending) {
     match op {
-        Pending::Write { offset, data } => write_into(image, *offset, data),
+        Pending::Write { offset, data, .. } => write_into(image, *offset, data),
         Pending::SetLen(len) => image.resize(*len as usize, 0),
         Pending::Extend(len) => {
             if (image.len() as u64) < *len {
@@ -125,6 +128,10 @@ struct State {
     /// The sector the device reports (`FileSystem::sector_size`): 512
     /// unless the crash laboratory sets its `--sector-size`.
     sector_size: u32,
+    /// The atomic write unit statx reports (`FileSystem::atomic_writes`):
+    /// `Some(n)` for a device that writes up to `n` bytes all or nothing
+    /// when asked (RWF_ATOMIC); `None`, as on most, for none.
+    atomic_unit: Option<u32>,
     trace: Vec<TraceOp>,
     trace_enabled: bool,
     op_count: u64,
@@ -151,6 +158,7 @@ impl State {
             dirs: BTreeSet::new(),
             faults: FaultConfig::default(),
             sector_size: 512,
+            atomic_unit: None,
             trace: Vec::new(),
             trace_enabled: true,
             op_count: 0,
@@ -207,7 +215,11 @@ impl State {
         if lost {
             inode.diverged = true;
         } else if len > 0 {
-            inode.pending.push(Pending::Write { offset: at, data });
+            inode.pending.push(Pending::Write {
+                offset: at,
+                data,
+                untorn: f.atomic_unit.is_some(),
+            });
         }
         Ok(())
     }
@@ -360,6 +372,10 @@ struct SimFile {
     kind: FileKind,
     read_only: bool,
     direct: bool,
+    /// [`OpenOptions::atomic_unit`]: each write is whole units, each made
+    /// with RWF_ATOMIC. The real layer copies into aligned memory itself,
+    /// so only offsets and lengths are checked.
+    atomic_unit: Option<u32>,
     generation: u64,
 }
 
@@ -403,6 +419,9 @@ impl SimFile {
     }
 
     fn write_bufs(&self, bufs: &[&[u8]], offset: u64, who: Issuer) -> Result<()> {
+        if let Some(unit) = self.atomic_unit {
+            return self.write_units(bufs, offset, unit, who);
+        }
         let misaligned = |b: &&[u8]| !direct_aligned(&[b.as_ptr() as u64]);
         if self.direct && bufs.iter().any(misaligned) {
             return Err(os_error(&self.path, "pwrite (O_DIRECT)", libc::EINVAL));
@@ -414,6 +433,40 @@ impl SimFile {
             st.write(self, data, t)
         })?;
         self.shared.stats.record(who, self.kind, IoOp::Write, len);
+        Ok(())
+    }
+
+    /// An atomic file's write: one write per unit, each refused as the
+    /// kernel refuses it (EINVAL off the unit, EOPNOTSUPP where the device
+    /// has no atomic writes of that size).
+    fn write_units(&self, bufs: &[&[u8]], offset: u64, unit: u32, who: Issuer) -> Result<()> {
+        let data = bufs.concat();
+        let u = u64::from(unit);
+        if !offset.is_multiple_of(u) || !(data.len() as u64).is_multiple_of(u) {
+            return Err(os_error(&self.path, "pwritev2 (RWF_ATOMIC)", libc::EINVAL));
+        }
+        let supported = self
+            .shared
+            .state
+            .lock()
+            .atomic_unit
+            .is_some_and(|n| n >= unit);
+        if !supported {
+            return Err(os_error(
+                &self.path,
+                "pwritev2 (RWF_ATOMIC)",
+                libc::EOPNOTSUPP,
+            ));
+        }
+        for (i, chunk) in data.chunks(unit as usize).enumerate() {
+            let at = offset + i as u64 * u;
+            self.call(TraceKind::Write, (at, u), Some(who), |st, t| {
+                t.crc32c = Some(crc32c::crc32c(chunk));
+                t.note = Some("RWF_ATOMIC".into());
+                st.write(self, chunk.to_vec(), t)
+            })?;
+            self.shared.stats.record(who, self.kind, IoOp::Write, u);
+        }
         Ok(())
     }
 
@@ -525,6 +578,7 @@ impl FileSystem for SimFileSystem {
                 kind,
                 read_only: opts.read_only,
                 direct: opts.direct,
+                atomic_unit: opts.atomic_unit,
                 generation: st.generation,
             }) as Arc<dyn File>)
         })
@@ -579,5 +633,25 @@ impl FileSystem for SimFileSystem {
 
     fn sector_size(&self, _path: &Path) -> Option<u32> {
         Some(self.shared.state.lock().sector_size)
+    }
+
+    fn atomic_writes(&self, path: &Path) -> Result<crate::file::atomic::AtomicWrites> {
+        let st = self.shared.state.lock();
+        if !st.live_ns.contains_key(path) && !st.dir_exists(path) {
+            return Err(os_error(path, "statx", libc::ENOENT));
+        }
+        Ok(match st.atomic_unit {
+            // A device that does it in hardware: nothing above its unit.
+            Some(unit) => crate::file::atomic::AtomicWrites {
+                reported: true,
+                unit_min: st.sector_size,
+                unit_max: unit,
+                segments_max: 1,
+                unit_max_opt: unit,
+                dio_mem_align: 4,
+                dio_offset_align: st.sector_size,
+            },
+            None => crate::file::atomic::AtomicWrites::default(),
+        })
     }
 }

@@ -125,40 +125,7 @@ fn open_for_batches(fs: &dyn FileSystem, path: &Path, direct: bool) -> Result<Ba
     }
 }
 
-/// `len` bytes aligned for O_DIRECT (at 4096), zeroed.
-pub struct AlignedBuf {
-    bytes: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl AlignedBuf {
-    const ALIGN: usize = 4096;
-
-    pub fn new(len: usize) -> AlignedBuf {
-        let bytes = vec![0u8; len + Self::ALIGN];
-        let start = bytes.as_ptr().align_offset(Self::ALIGN);
-        AlignedBuf { bytes, start, len }
-    }
-
-    /// Makes the buffer `len` bytes long, keeping its memory where it is
-    /// large enough (the bytes are then whatever they were).
-    pub fn resize(&mut self, len: usize) {
-        if self.bytes.len() - self.start >= len {
-            self.len = len;
-        } else {
-            *self = AlignedBuf::new(len);
-        }
-    }
-
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.bytes[self.start..self.start + self.len]
-    }
-
-    pub fn as_slice(&self) -> &[u8] {
-        &self.bytes[self.start..self.start + self.len]
-    }
-}
+pub use crate::file::aligned::AlignedBuf;
 
 /// Removes every file of `dir`'s double-write area (a mode without one is
 /// in force, and recovery restored what it held); returns how many.
@@ -272,19 +239,4 @@ pub(super) fn read_blocks(
 
 pub(super) fn is_eio(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::EIO))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn aligned_buffers_start_on_a_4096_byte_boundary() {
-        for len in [4096, 8192 * 3, 12288] {
-            let mut b = AlignedBuf::new(len);
-            assert_eq!(b.as_slice().as_ptr() as usize % 4096, 0);
-            assert_eq!(b.as_mut_slice().len(), len);
-            assert!(b.as_slice().iter().all(|&x| x == 0));
-        }
-    }
 }
