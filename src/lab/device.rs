@@ -50,6 +50,12 @@ pub struct DeviceProfile {
     pub battery_backed: bool,
     /// One call at a time (a disk head), or parallel (flash).
     pub serial: bool,
+    /// The largest write the device makes all or nothing in hardware
+    /// (statx's `unit_max_opt`; 0: none). Such a device reports it to the
+    /// engine, so `torn_page_protection = atomic` (and `auto`) run on it,
+    /// and costs an atomic write as a plain one, as NVMe's atomic write
+    /// unit (AWUPF) does: the model shows what the mode saves.
+    pub atomic_unit: u32,
 }
 
 impl DeviceProfile {
@@ -64,6 +70,7 @@ impl DeviceProfile {
                 write_cache,
                 battery_backed,
                 serial,
+                atomic_unit: 0,
             }
         };
         vec![
@@ -75,6 +82,13 @@ impl DeviceProfile {
             p("sata-ssd", 60.0, 450.0, 1000.0, true, false, false),
             // NVMe SSD without power-loss protection.
             p("nvme", 15.0, 2000.0, 300.0, true, false, false),
+            // The same NVMe writing 16 KB all or nothing (as AWS's and
+            // Azure's torn-write prevention, and drives with a 16 KB
+            // AWUPF, do).
+            DeviceProfile {
+                atomic_unit: 16384,
+                ..p("nvme-atomic", 15.0, 2000.0, 300.0, true, false, false)
+            },
         ]
     }
 
@@ -265,6 +279,16 @@ impl File for DeviceFile {
 
 impl FileSystem for DeviceFileSystem {
     fn open(&self, path: &Path, kind: FileKind, opts: OpenOptions) -> Result<Arc<dyn File>> {
+        // A modelled atomic device makes the writes whole itself: the
+        // file underneath is a plain one.
+        let opts = if self.profile.atomic_unit > 0 {
+            OpenOptions {
+                atomic_unit: None,
+                ..opts
+            }
+        } else {
+            opts
+        };
         Ok(Arc::new(DeviceFile {
             inner: self.inner.open(path, kind, opts)?,
             profile: self.profile.clone(),
@@ -279,7 +303,23 @@ impl FileSystem for DeviceFileSystem {
         }
         self.inner.sync_dir(dir, who)
     }
-    crate::forward_file_system_methods!(inner: rename, remove, create_dir_all, exists, list_dir, sector_size, atomic_writes);
+    fn atomic_writes(&self, path: &Path) -> Result<crate::file::atomic::AtomicWrites> {
+        let unit = self.profile.atomic_unit;
+        let real = self.inner.atomic_writes(path)?;
+        if unit == 0 {
+            return Ok(real);
+        }
+        // What an NVMe with this atomic unit reports through statx.
+        Ok(crate::file::atomic::AtomicWrites {
+            reported: true,
+            unit_min: 512,
+            unit_max: unit,
+            segments_max: 1,
+            unit_max_opt: unit,
+            ..real
+        })
+    }
+    crate::forward_file_system_methods!(inner: rename, remove, create_dir_all, exists, list_dir, sector_size);
 }
 
 #[cfg(test)]
@@ -297,6 +337,7 @@ mod tests {
             write_cache: true,
             battery_backed,
             serial: true,
+            atomic_unit: 0,
         }
     }
 
@@ -306,6 +347,35 @@ mod tests {
         assert_eq!(DeviceProfile::by_name("hdd").unwrap().unwrap().name, "hdd");
         let e = DeviceProfile::by_name("floppy").unwrap_err().to_string();
         assert!(e.contains("floppy") && e.contains("nvme"), "{e}");
+    }
+
+    /// `nvme-atomic` says it writes 16 KB whole, so `auto` picks `atomic`
+    /// on it (whatever the disk underneath offers), and its files take
+    /// the mode's writes.
+    #[test]
+    fn a_modelled_atomic_device_takes_the_atomic_mode() {
+        use crate::settings::TornPageProtection as P;
+        let dir = tempfile::tempdir().unwrap();
+        let nvme = DeviceProfile::by_name("nvme-atomic").unwrap().unwrap();
+        let stats = Arc::new(crate::file::IoStats::default());
+        let real = Arc::new(PosixFileSystem::new(stats.clone()));
+        let fs: Arc<dyn FileSystem> = Arc::new(DeviceFileSystem::new(real, nvme));
+        let a = fs.atomic_writes(dir.path()).unwrap();
+        assert_eq!((a.unit_max, a.unit_max_opt), (16384, 16384));
+        let mut o = crate::Options::default();
+        o.creation.torn_page_protection = Some(P::Auto);
+        let db = crate::Database::create_with(fs, stats, &dir.path().join("db"), o).unwrap();
+        assert_eq!(db.settings().torn_page_protection, P::Atomic);
+        let t = db.create_table("t").unwrap();
+        let mut tx = db.begin();
+        tx.upsert(&t, b"k", b"v").unwrap();
+        tx.commit().unwrap();
+        db.checkpoint().unwrap();
+        db.close().unwrap();
+        // The plain NVMe has none: auto takes double writes.
+        let plain = DeviceProfile::by_name("nvme").unwrap().unwrap();
+        let fs = DeviceFileSystem::new(Arc::new(PosixFileSystem::default()), plain);
+        assert_eq!(fs.atomic_writes(dir.path()).unwrap().unit_max_opt, 0);
     }
 
     #[test]
