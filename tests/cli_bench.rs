@@ -191,6 +191,101 @@ fn bench_checksums_refuses_a_time_it_cannot_measure() {
     }
 }
 
+/// `--protection atomic` runs on a device that writes pages whole (the
+/// `nvme-atomic` model; before the fix its template, loaded without the
+/// model, was refused) and is refused on a disk without atomic writes.
+#[test]
+fn bench_runs_atomic_on_an_atomic_device_and_refuses_it_elsewhere() {
+    let tiny = [
+        "--workload",
+        "oltp_update_non_index",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0.05",
+        "--repeat",
+        "1",
+        "--tables",
+        "1",
+        "--table-size",
+        "500",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut flags = vec!["--device", "nvme-atomic", "--protection", "atomic,off"];
+    flags.extend(tiny);
+    let (run, v) = common::bench_into(dir.path(), &flags);
+    run.expect_code(0);
+    let modes: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["protection"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["atomic", "off"]);
+    let plain = tempfile::tempdir().unwrap();
+    let probe = plain.path().join("probe");
+    std::fs::write(&probe, b"").unwrap();
+    let figures = untorn::file::atomic::AtomicWrites::probe(&probe).unwrap();
+    if figures.page_writes(8192) == untorn::file::atomic::AtomicPageWrites::Unsupported {
+        let mut flags = vec!["--protection", "atomic"];
+        flags.extend(tiny);
+        common::bench_into(plain.path(), &flags)
+            .0
+            .expect_refused(&["atomic needs", "statx"]);
+    }
+}
+
+/// `--clients 1,3` is an axis: each mode runs once per count, labelled
+/// with it, and each run used that many client threads.
+#[test]
+fn bench_clients_is_an_axis_of_the_comparison() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, v) = common::bench_into(
+        dir.path(),
+        &[
+            "--protection",
+            "off,double_writes",
+            "--clients",
+            "1,3",
+            "--workload",
+            "oltp_update_non_index",
+            "--duration",
+            "0.2",
+            "--warmup",
+            "0.05",
+            "--repeat",
+            "1",
+            "--tables",
+            "1",
+            "--table-size",
+            "500",
+        ],
+    );
+    run.expect_code(0).expect_stdout("clients=3");
+    let mut seen = Vec::new();
+    for r in v.as_array().unwrap() {
+        let mode = r["settings"]["torn_page_protection"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let clients: usize = r["settings"]["clients"].as_str().unwrap().parse().unwrap();
+        for one in r["runs"].as_array().unwrap() {
+            assert_eq!(one["clients"], clients, "{mode}: {one}");
+        }
+        seen.push((mode, clients));
+    }
+    let want = [
+        ("off", 1),
+        ("off", 3),
+        ("double_writes", 1),
+        ("double_writes", 3),
+    ];
+    assert_eq!(seen, want.map(|(m, n)| (m.to_string(), n)).to_vec());
+    // Zero clients is refused.
+    let zero = common::bench_into(dir.path(), &["--clients", "4,0"]).0;
+    zero.expect_refused(&["--clients"]);
+}
+
 /// `--aa` runs one configuration under two names; `--repeat auto` stops
 /// at whole order cycles and says why: here the most rounds allowed, as no
 /// two runs give a ratio within ±0.001 %.

@@ -241,7 +241,11 @@ fn run_copy(
     let db = open_copy(template, &dir, &plan.configs[config], w)?;
     // Every configuration of a round makes the same random choices.
     let seed = plan.seed ^ ((round as u64) << 32);
-    let run = run_once(&db, w, &plan.spec, round, seed)?;
+    let spec = RunSpec {
+        clients: plan.configs[config].clients.unwrap_or(plan.spec.clients),
+        ..plan.spec.clone()
+    };
+    let run = run_once(&db, w, &spec, round, seed)?;
     w.check(&db)?;
     db.close()?;
     if !plan.keep {

@@ -49,6 +49,10 @@ pub struct BenchConfig {
     /// --aa`: `a` and `b`); shown as the `copy` setting. Changes nothing in
     /// the engine.
     pub copy: Option<String>,
+    /// Client threads of this configuration (`untorn bench --clients
+    /// 1,4,16,64`: one configuration per count); `None`: the plan's
+    /// [`crate::lab::runner::RunSpec::clients`]. Shown as `clients` when set.
+    pub clients: Option<usize>,
 }
 
 impl Default for BenchConfig {
@@ -74,6 +78,7 @@ impl Default for BenchConfig {
             double_write_deferred_size: Options::default().double_write_deferred_size,
             double_write_flush_after: Options::default().double_write_flush_after,
             copy: None,
+            clients: None,
         }
     }
 }
@@ -142,6 +147,9 @@ impl BenchConfig {
             on_off(self.synchronous_commit).into(),
         );
         m.insert("device".into(), self.device.clone());
+        if let Some(n) = self.clients {
+            m.insert("clients".into(), n.to_string());
+        }
         m.insert("wal_compression".into(), self.wal_compression.to_string());
         m.insert(
             "checkpoint_sort".into(),

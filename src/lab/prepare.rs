@@ -25,6 +25,7 @@ use crate::db::directory::open_control;
 use crate::error::{Error, Result};
 use crate::file::posix::PosixFileSystem;
 use crate::file::{FileSystem, IoStats};
+use crate::settings::TornPageProtection;
 use crate::Database;
 use std::path::Path;
 use std::sync::Arc;
@@ -49,7 +50,17 @@ pub fn make_template(dir: &Path, config: &BenchConfig, workload: &dyn Workload) 
     remove_database(dir)?;
     let io_stats = Arc::new(IoStats::default());
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::new(io_stats.clone()));
-    let options = config.options(workload.data_bytes());
+    let mut options = config.options(workload.data_bytes());
+    // `atomic` (and `auto`) must be judged on the device the runs see: a
+    // device model may write pages whole where the disk cannot. The
+    // template is made under full_pages; each copy switches at its opening.
+    let mode = &mut options.creation.torn_page_protection;
+    if matches!(
+        *mode,
+        Some(TornPageProtection::Atomic | TornPageProtection::Auto)
+    ) {
+        *mode = Some(TornPageProtection::FullPages);
+    }
     fresh_database_with(fs, io_stats, dir, options, workload)?.close()?;
     sync_tree(dir)
 }

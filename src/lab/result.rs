@@ -103,6 +103,10 @@ pub struct FineSample {
 pub struct Run {
     /// 0-based repeat number.
     pub repeat: usize,
+    /// Client threads that ran (the configuration's `clients`, or the
+    /// plan's).
+    #[serde(default)]
+    pub clients: usize,
     pub seconds: f64,
     pub transactions: u64,
     /// Deadlocks (retried) and other retryable conflicts.

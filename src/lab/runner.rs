@@ -498,6 +498,7 @@ pub fn run_once(
     };
     Ok(Run {
         repeat,
+        clients: totals.len(),
         seconds,
         transactions,
         retries,

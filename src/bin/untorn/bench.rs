@@ -26,7 +26,9 @@ pub struct BenchArgs {
     /// oltp_read_write, oltp_read_only, oltp_point_select.
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_WORKLOADS)]
     workload: Vec<String>,
-    /// Torn-page protection modes to compare [default: every mode this build has].
+    /// Torn-page protection modes to compare: full_pages, double_writes,
+    /// off, atomic (on a file system or --device that writes pages whole)
+    /// [default: full_pages, double_writes, off].
     #[arg(long, value_delimiter = ',')]
     protection: Vec<String>,
     /// Page checksums to compare: off, fnv, crc32c.
@@ -95,12 +97,15 @@ pub struct BenchArgs {
     /// 100, the default), off (0), or a bgwriter_lru_maxpages (1 to 1000).
     #[arg(long, value_delimiter = ',', default_value = "on")]
     bgwriter: Vec<String>,
-    /// Device model: real, hdd, hdd-bbwc, sata-ssd, nvme.
+    /// Device model: real, hdd, hdd-bbwc, sata-ssd, nvme, nvme-atomic (an
+    /// NVMe writing 16 KB whole, so `--protection atomic` runs on it).
     #[arg(long, default_value = "real")]
     device: String,
-    /// Client threads.
-    #[arg(long, default_value_t = 4)]
-    clients: usize,
+    /// Client threads; several (`1,4,16,64`) compare each configuration
+    /// at each count (an axis like the settings), so one run shows TPS and
+    /// CPU per transaction against clients.
+    #[arg(long, value_delimiter = ',', default_value = "4")]
+    clients: Vec<usize>,
     /// Measured seconds per run (the default spans three checkpoint
     /// cycles).
     #[arg(long, default_value_t = 6.0, value_parser = crate::seconds)]
@@ -310,6 +315,10 @@ fn configs(a: &BenchArgs) -> untorn::Result<Vec<BenchConfig>> {
         &a.double_write_flush_after,
         |c, v| c.double_write_flush_after = v,
     );
+    // Client counts last, so a mode's counts sit side by side.
+    if a.clients.len() > 1 {
+        expand(&mut out, &a.clients, |c, n| c.clients = Some(n));
+    }
     for c in &out {
         let least = untorn::lab::compare::MIN_BUFFER_POOL_PAGES * c.page_size as u64;
         if let Some(pool) = a.buffer_pool.filter(|&p| p < least) {
@@ -425,7 +434,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
         }
     }
     let repeats = repeats(a)?;
-    if a.clients == 0 || a.duration <= 0.0 {
+    if a.clients.contains(&0) || a.duration <= 0.0 {
         return Err(Error::Invalid(
             "--clients and --duration must be above zero".into(),
         ));
@@ -444,7 +453,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             ..Scale::default()
         },
         spec: RunSpec {
-            clients: a.clients,
+            clients: a.clients[0],
             warmup: Duration::from_secs_f64(a.warmup.max(0.0)),
             duration: Duration::from_secs_f64(a.duration),
         },
@@ -556,7 +565,8 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
     // the details.
     println!("{}", report::headline_table(&results));
     if let Some(line) = regime::regime_line(&results) {
-        println!("{line} {} clients.", a.clients);
+        let clients: Vec<String> = a.clients.iter().map(|n| n.to_string()).collect();
+        println!("{line} {} clients.", clients.join(", "));
     }
     let precision = auto.then_some(a.precision);
     for group in results.chunks(configs.len()) {

@@ -23,7 +23,7 @@ pub struct StudyArgs {
     #[arg(long, hide = true, conflicts_with = "quick")]
     tiny: bool,
     /// Device model for the study's main comparisons (real, hdd, hdd-bbwc,
-    /// sata-ssd, nvme) [default: the study's own choice].
+    /// sata-ssd, nvme, nvme-atomic) [default: the study's own choice].
     #[arg(long)]
     device: Option<String>,
     /// Write the HTML report into this directory [default: untorn-study-NAME].
