@@ -137,6 +137,8 @@ fn atomic_on_xfs_keeps_every_commit_through_sigkill_and_switches() {
         db.close().unwrap();
         common::untorn_on("verify", &dir, &[]).expect_code(0);
     }
+    // `untorn check` opens it in memory, under its own mode.
+    common::untorn_on("check", &dir, &[]).expect_code(0);
     // Out of atomic and back: each opening runs its mode's writes.
     for mode in [P::DoubleWrites, P::Atomic, P::Off, P::Atomic] {
         let db = Database::open(&dir, options(Some(mode))).unwrap();

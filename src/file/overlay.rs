@@ -204,6 +204,20 @@ impl FileSystem for OverlayFileSystem {
     }
 
     fn atomic_writes(&self, path: &Path) -> Result<crate::file::atomic::AtomicWrites> {
+        // A file made through the view lives in memory, where every write
+        // is whole (and `untorn check` never switches modes): say so, as
+        // statx would for a device of that unit. Files underneath answer
+        // for themselves.
+        if lock(&self.state).files.contains_key(path) && !self.base.exists(path) {
+            return Ok(crate::file::atomic::AtomicWrites {
+                reported: true,
+                unit_min: 512,
+                unit_max: 1 << 20,
+                segments_max: 1,
+                unit_max_opt: 1 << 20,
+                ..Default::default()
+            });
+        }
         self.base.atomic_writes(path)
     }
 }
