@@ -144,3 +144,64 @@ fn read_full(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<us
     }
     Ok(done)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    /// Reads at any offset and length through O_DIRECT return the bytes a
+    /// buffered read returns, the end of the file included (where the
+    /// temporary directory's file system takes O_DIRECT; tmpfs does not).
+    #[test]
+    fn direct_reads_at_any_offset_match_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("CANNOT RUN: O_DIRECT refused here ({e})");
+                return;
+            }
+        };
+        for (offset, len) in [
+            (0, 4096),
+            (1, 10),
+            (4095, 2),
+            (8192, 8192),
+            (19_990, 100),
+            (25_000, 8),
+        ] {
+            let mut buf = vec![0u8; len];
+            let n = read_direct(&file, &mut buf, offset).unwrap();
+            let want = &bytes[(offset as usize).min(bytes.len())..];
+            let want = &want[..want.len().min(len)];
+            assert_eq!(n, want.len(), "offset {offset} len {len}");
+            assert_eq!(&buf[..n], want, "offset {offset} len {len}");
+        }
+    }
+
+    /// A write off the unit is refused before any call reaches the kernel.
+    #[test]
+    fn an_atomic_write_must_be_whole_units() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(dir.path().join("f")).unwrap();
+        for (len, offset) in [(4096, 0), (8192, 4096), (12_288, 0)] {
+            let buf = vec![0u8; len];
+            let e = write_whole_units(&file, &[&buf], offset, 8192).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                io::ErrorKind::InvalidInput,
+                "{len} at {offset}: {e}"
+            );
+            assert!(e.to_string().contains("8192-byte units"), "{e}");
+        }
+        assert_eq!(std::fs::metadata(dir.path().join("f")).unwrap().len(), 0);
+    }
+}
