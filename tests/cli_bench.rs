@@ -191,28 +191,31 @@ fn bench_checksums_refuses_a_time_it_cannot_measure() {
     }
 }
 
+/// One round of 0.2-s runs of update_non_index on 500 rows: enough to
+/// see which configurations ran, and how.
+const TINY_RUN: [&str; 12] = [
+    "--workload",
+    "oltp_update_non_index",
+    "--duration",
+    "0.2",
+    "--warmup",
+    "0.05",
+    "--repeat",
+    "1",
+    "--tables",
+    "1",
+    "--table-size",
+    "500",
+];
+
 /// `--protection atomic` runs on a device that writes pages whole (the
 /// `nvme-atomic` model; before the fix its template, loaded without the
 /// model, was refused) and is refused on a disk without atomic writes.
 #[test]
 fn bench_runs_atomic_on_an_atomic_device_and_refuses_it_elsewhere() {
-    let tiny = [
-        "--workload",
-        "oltp_update_non_index",
-        "--duration",
-        "0.2",
-        "--warmup",
-        "0.05",
-        "--repeat",
-        "1",
-        "--tables",
-        "1",
-        "--table-size",
-        "500",
-    ];
     let dir = tempfile::tempdir().unwrap();
     let mut flags = vec!["--device", "nvme-atomic", "--protection", "atomic,off"];
-    flags.extend(tiny);
+    flags.extend(TINY_RUN);
     let (run, v) = common::bench_into(dir.path(), &flags);
     run.expect_code(0);
     let modes: Vec<&str> = v
@@ -228,7 +231,7 @@ fn bench_runs_atomic_on_an_atomic_device_and_refuses_it_elsewhere() {
     let figures = untorn::file::atomic::AtomicWrites::probe(&probe).unwrap();
     if figures.page_writes(8192) == untorn::file::atomic::AtomicPageWrites::Unsupported {
         let mut flags = vec!["--protection", "atomic"];
-        flags.extend(tiny);
+        flags.extend(TINY_RUN);
         common::bench_into(plain.path(), &flags)
             .0
             .expect_refused(&["atomic needs", "statx"]);
@@ -240,27 +243,9 @@ fn bench_runs_atomic_on_an_atomic_device_and_refuses_it_elsewhere() {
 #[test]
 fn bench_clients_is_an_axis_of_the_comparison() {
     let dir = tempfile::tempdir().unwrap();
-    let (run, v) = common::bench_into(
-        dir.path(),
-        &[
-            "--protection",
-            "off,double_writes",
-            "--clients",
-            "1,3",
-            "--workload",
-            "oltp_update_non_index",
-            "--duration",
-            "0.2",
-            "--warmup",
-            "0.05",
-            "--repeat",
-            "1",
-            "--tables",
-            "1",
-            "--table-size",
-            "500",
-        ],
-    );
+    let mut flags = vec!["--protection", "off,double_writes", "--clients", "1,3"];
+    flags.extend(TINY_RUN);
+    let (run, v) = common::bench_into(dir.path(), &flags);
     run.expect_code(0).expect_stdout("clients=3");
     let mut seen = Vec::new();
     for r in v.as_array().unwrap() {
