@@ -209,7 +209,9 @@ fn settle_protection(
     use crate::protect::atomic;
     use crate::settings::TornPageProtection::Atomic;
     let (data_dir, s) = (dir.join(DATA_DIR), &control.settings);
-    if let Some(asked) = options.creation.torn_page_protection {
+    // `atomic` asked of a database under it is checked once, below.
+    let asked = options.creation.torn_page_protection;
+    if let Some(asked) = asked.filter(|m| *m != Atomic || s.torn_page_protection != Atomic) {
         let mode = atomic::settle(fs, dir, &data_dir, asked, s.page_size, s.data_checksums)?;
         options.creation.torn_page_protection = Some(mode);
     }
