@@ -93,8 +93,8 @@ pub fn refusal(path: &Path, figures: &AtomicWrites, page_size: u32) -> Error {
         detail: format!(
             "atomic needs each {page_size}-byte page written all or nothing, but for {}, \
              {offered}. Use double_writes or full_pages here, or put the database on a file \
-             system that writes pages atomically (XFS with reflink on Linux 6.13+, or a \
-             device with atomic writes); `untorn probe DIR` shows the figures",
+             system that writes pages atomically (XFS with reflink on a recent kernel, 6.18 \
+             here, or a device with atomic writes); `untorn probe DIR` shows the figures",
             path.display()
         ),
     }
