@@ -4,8 +4,9 @@
 //! Locks, always taken in this order and never held across disk I/O unless
 //! said so: `io` (held by the one flush leader for its whole I/O, and by
 //! recycling), then `inner` (the insert position and the blocks, held for a
-//! record's copy or a few pointer copies). `state` (flushed position,
-//! leader flag, sticky error) is never held while taking another lock.
+//! record's copy or a few pointer copies). Group commit (the flushed
+//! position, the leader, a sticky error) takes no lock
+//! ([`group_commit`]).
 //!
 //! Invariants:
 //! - `inner.blocks` holds blocks `base_block ..` with no gap, from the block
@@ -35,12 +36,15 @@ use super::segment;
 use crate::error::{Error, Result};
 use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::lsn::Lsn;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
+mod group_commit;
 mod reserve;
+use group_commit::{GroupCommit, Turn};
 pub use reserve::Reservation;
 
 /// At most this many recycled segments wait for reuse; older ones beyond
@@ -49,13 +53,6 @@ pub const MAX_RECYCLED_SEGMENTS: usize = 4;
 /// When the unflushed blocks in memory exceed this, the next commit
 /// flushes before it latches anything ([`Wal::make_room`]).
 pub const WAL_BUFFER_LIMIT_BYTES: usize = 16 * 1024 * 1024;
-
-struct FlushState {
-    flushed: u64,
-    leader: bool,
-    /// Set at a fatal flush error: every later flush fails.
-    poisoned: Option<PathBuf>,
-}
 
 /// Held by the flush leader during its I/O.
 struct IoState {
@@ -76,8 +73,12 @@ pub struct Wal {
     geo: Geometry,
     io: Mutex<IoState>,
     inner: Mutex<Inner>,
-    state: Mutex<FlushState>,
-    flushed_cond: Condvar,
+    group_commit: GroupCommit,
+    /// `inner`'s insert position and block count, stored under `inner` at
+    /// each change: every commit asks them twice before its insert
+    /// ([`Wal::reserve`], [`Wal::make_room`]), without the lock.
+    insert_end: AtomicU64,
+    buffered_blocks: AtomicUsize,
     counters: Counters,
     space: reserve::Space,
     /// `wal_compression`: how [`Wal::insert`] compresses page images.
@@ -150,6 +151,7 @@ impl Wal {
     ) -> Wal {
         let geo = Geometry::new(&cfg);
         let blocks: VecDeque<_> = partial.into_iter().map(Arc::new).collect();
+        let partial_blocks = blocks.len();
         Wal {
             fs,
             dir: dir.to_path_buf(),
@@ -164,12 +166,9 @@ impl Wal {
                 base_block: end.0 / geo.block,
                 blocks,
             }),
-            state: Mutex::new(FlushState {
-                flushed: end.0,
-                leader: false,
-                poisoned: None,
-            }),
-            flushed_cond: Condvar::new(),
+            group_commit: GroupCommit::new(end.0),
+            insert_end: AtomicU64::new(end.0),
+            buffered_blocks: AtomicUsize::new(partial_blocks),
             counters: Counters::default(),
             space: reserve::Space::default(),
             image_compression: ImageCompression::None,
@@ -195,13 +194,20 @@ impl Wal {
 
     /// Everything before this LSN is durable.
     pub fn flushed_lsn(&self) -> Lsn {
-        Lsn(self.state.lock().flushed)
+        Lsn(self.group_commit.flushed())
     }
 
     /// Where the next record goes (its page header, or padding, may come
     /// first).
     pub fn insert_lsn(&self) -> Lsn {
-        Lsn(self.inner.lock().insert_pos)
+        Lsn(self.insert_end.load(SeqCst))
+    }
+
+    /// Publishes `g`'s insert position and block count; called under
+    /// `inner` after each change, so they change in `inner`'s order.
+    fn publish_insert_state(&self, g: &Inner) {
+        self.insert_end.store(g.insert_pos, SeqCst);
+        self.buffered_blocks.store(g.blocks.len(), SeqCst);
     }
 
     /// The counters so far.
@@ -230,7 +236,9 @@ impl Wal {
         let payload_crc = crc32c::crc32c(&payload);
         let (start, end) = {
             let mut g = self.inner.lock();
-            g.append(&self.cfg, &self.geo, rec, &payload, payload_crc)
+            let span = g.append(&self.cfg, &self.geo, rec, &payload, payload_crc);
+            self.publish_insert_state(&g);
+            span
         };
         add(&self.counters.records, 1);
         add(&self.counters.bytes, total);
@@ -252,10 +260,8 @@ impl Wal {
     /// make each reader of those pages wait for the WAL's I/O. The buffer
     /// may pass the limit by the records inserted since the last call.
     pub fn make_room(&self) -> Result<()> {
-        let (buffered, upto) = {
-            let g = self.inner.lock();
-            (g.blocks.len() * self.geo.block as usize, g.insert_pos)
-        };
+        let buffered = self.buffered_blocks.load(SeqCst) * self.geo.block as usize;
+        let upto = self.insert_end.load(SeqCst);
         if buffered > WAL_BUFFER_LIMIT_BYTES {
             self.flush_to(upto, false)?;
         }
@@ -299,40 +305,24 @@ impl Wal {
             0,
             "a WAL flush with a page latch held"
         );
-        let mut st = self.state.lock();
-        loop {
-            if let Some(path) = &st.poisoned {
-                return Err(Error::Poisoned { path: path.clone() });
-            }
-            if st.flushed >= upto {
+        let flushed = match self.group_commit.wait_turn(upto)? {
+            Turn::Covered => {
                 if count {
                     add(&self.counters.flushes_without_io, 1);
                 }
                 return Ok(false);
             }
-            if !st.leader {
-                break;
-            }
-            self.flushed_cond.wait(&mut st);
-        }
-        st.leader = true;
-        let flushed = st.flushed;
-        drop(st);
+            Turn::Lead { flushed } => flushed,
+        };
         let res = self.lead_flush(flushed, upto);
-        let mut st = self.state.lock();
-        st.leader = false;
-        match &res {
-            Ok(target) => st.flushed = st.flushed.max(*target),
-            Err(e) if e.is_fatal() => {
-                let path = match e {
-                    Error::FsyncFailed { path, .. } | Error::Poisoned { path } => path.clone(),
-                    _ => self.dir.clone(),
-                };
-                st.poisoned = Some(path);
-            }
-            Err(_) => {}
-        }
-        self.flushed_cond.notify_all();
+        self.group_commit.end_round(match &res {
+            Ok(target) => Ok(*target),
+            Err(e) if e.is_fatal() => Err(Some(match e {
+                Error::FsyncFailed { path, .. } | Error::Poisoned { path } => path.clone(),
+                _ => self.dir.clone(),
+            })),
+            Err(_) => Err(None),
+        });
         res.map(|_| true)
     }
 
@@ -358,6 +348,7 @@ impl Wal {
                 )));
             }
             let pad = g.pad_to_sector(&self.cfg, &geo);
+            self.publish_insert_state(&g);
             add(&self.counters.padding_bytes, pad);
             let last = (g.insert_pos - 1) / geo.block;
             assert!(g.base_block <= first, "unflushed WAL block dropped");
@@ -404,7 +395,11 @@ impl Wal {
         let last_seg = geo.segment_of(target - 1);
         io.files.retain(|segno, _| *segno >= last_seg);
         drop(io);
-        self.inner.lock().trim(target / geo.block);
+        {
+            let mut g = self.inner.lock();
+            g.trim(target / geo.block);
+            self.publish_insert_state(&g);
+        }
         Ok(target)
     }
 
@@ -435,7 +430,7 @@ impl Wal {
     /// segments were recycled or removed.
     pub fn recycle_segments_before(&self, redo: Lsn, who: Issuer) -> Result<usize> {
         let mut io = self.io.lock();
-        let flushed = self.state.lock().flushed;
+        let flushed = self.group_commit.flushed();
         let insert = self.inner.lock().insert_pos;
         let limit = self.geo.segment_of(redo.0.min(flushed));
         let current = self.geo.segment_of(insert);

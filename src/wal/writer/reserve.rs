@@ -50,14 +50,16 @@ impl Wal {
         let bytes = record_len + blocks * LONG_PAGE_HEADER_LEN as u64;
         let reserved = self.space.reserved.fetch_add(bytes, SeqCst) + bytes;
         let reservation = Reservation { wal: self, bytes };
-        let insert = self.inner.lock().insert_pos;
+        // Read after `reserved` (both SeqCst): a reservation given back
+        // is given back after its insert published the position it moved.
+        let insert = self.insert_end.load(SeqCst);
         let end = insert + reserved + self.geo.segment;
         if end <= self.space.ready_end.load(SeqCst) {
             return Ok(reservation);
         }
         let mut io = self.io.lock();
         // The flush after the insert writes from the flushed position on.
-        let flushed = self.state.lock().flushed;
+        let flushed = self.group_commit.flushed();
         self.make_ready(&mut io, flushed, end)?;
         Ok(reservation)
     }
