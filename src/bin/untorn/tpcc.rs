@@ -126,8 +126,8 @@ pub fn run(args: &TpccArgs) -> untorn::Result<ExitCode> {
     }
 }
 
-fn check_conditions(config: &postgres::Config) -> untorn::Result<ExitCode> {
-    let mut client = wire::connect(config)?;
+fn check_conditions(target: &wire::Target) -> untorn::Result<ExitCode> {
+    let mut client = target.connect()?;
     let checked = check::check(&mut client)?;
     for line in &checked.broken {
         println!("FAILED: {line}");

@@ -3,10 +3,7 @@
 //! point reads and primary-key prefixes only; sums over int8 are taken
 //! in the client, from the rows.
 
-use super::txn::Prepared;
-use super::{loaded_scale, At, Result};
-use postgres::types::Type;
-use postgres::Client;
+use super::{loaded_scale, Conn, Result, Ty};
 
 /// What the check read, and each broken condition as a line.
 pub struct Checked {
@@ -15,31 +12,27 @@ pub struct Checked {
     pub broken: Vec<String>,
 }
 
-pub fn check(c: &mut Client) -> Result<Checked> {
+pub fn check(c: &mut Conn) -> Result<Checked> {
     let scale = loaded_scale(c)?;
-    let i4 = |n| vec![Type::INT4; n];
-    let w_ytd = Prepared::new(c, "SELECT w_ytd FROM warehouse WHERE w_id = $1", &i4(1))?;
-    let district = Prepared::new(
-        c,
+    let i4 = |n| vec![Ty::I4; n];
+    let w_ytd = c.prepare("SELECT w_ytd FROM warehouse WHERE w_id = $1", &i4(1))?;
+    let district = c.prepare(
         "SELECT d_ytd, d_next_o_id FROM district WHERE d_w_id = $1 AND d_id = $2",
         &i4(2),
     )?;
-    let orders = Prepared::new(
-        c,
+    let orders = c.prepare(
         "SELECT o_id, o_ol_cnt FROM orders WHERE o_w_id = $1 AND o_d_id = $2",
         &i4(2),
     )?;
-    let new_orders = Prepared::new(
-        c,
+    let new_orders = c.prepare(
         "SELECT no_o_id FROM new_order WHERE no_w_id = $1 AND no_d_id = $2",
         &i4(2),
     )?;
-    let lines = Prepared::new(
-        c,
+    let lines = c.prepare(
         "SELECT ol_number FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2",
         &i4(2),
     )?;
-    c.batch_execute("BEGIN").at("BEGIN")?;
+    c.simple("BEGIN")?;
     let mut broken = Vec::new();
     let mut districts = 0;
     for w in 1..=scale.warehouses as i32 {
@@ -90,7 +83,7 @@ pub fn check(c: &mut Client) -> Result<Checked> {
             ));
         }
     }
-    c.batch_execute("COMMIT").at("COMMIT")?;
+    c.simple("COMMIT")?;
     Ok(Checked {
         warehouses: scale.warehouses,
         districts,

@@ -1,15 +1,15 @@
 //! The load over the wire: the rows of [`crate::lab::workload::tpcc::load`]
 //! (so the same values as the embedded load) sent by `COPY t FROM STDIN`
-//! in text format. Three generator threads (items and stock; customers
-//! and history; orders) cut the rows into COPYs of a few thousand rows,
-//! and `connections` clients send them, each COPY its own transaction, so
-//! warehouses load in parallel.
+//! in text format (MariaDB, which has no COPY: the same text as
+//! multi-row INSERTs, [`Conn::copy_in`]). Three generator threads (items
+//! and stock; customers and history; orders) cut the rows into COPYs of a
+//! few thousand rows, and `connections` clients send them, each COPY its
+//! own transaction, so warehouses load in parallel.
 
+use super::dialect::create;
 use super::schema::{self, CopyText, SCHEMA, TABLES};
-use super::{connect, At, Result, WireError};
+use super::{Conn, Result, Target, WireError};
 use crate::lab::workload::tpcc::{load as rows, Tpcc};
-use postgres::Config;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -60,20 +60,19 @@ impl Out<'_> {
 pub type Loaded = Vec<(&'static str, u64)>;
 
 /// Creates the tables (dropping them first with `drop`) and loads them.
-pub fn load(config: &Config, t: &Tpcc, connections: usize, drop_first: bool) -> Result<Loaded> {
-    let mut client = connect(config)?;
+pub fn load(target: &Target, t: &Tpcc, connections: usize, drop_first: bool) -> Result<Loaded> {
+    let mut client = target.connect()?;
     if drop_first {
         for table in TABLES {
-            let sql = format!("DROP TABLE IF EXISTS {table}");
-            client.batch_execute(&sql).at(&sql)?;
+            client.simple(&format!("DROP TABLE IF EXISTS {table}"))?;
         }
     }
     for sql in SCHEMA {
-        client.batch_execute(sql).at(sql)?;
+        client.simple(&create(sql, client.dialect()))?;
     }
     let mut clients = vec![client];
     for _ in 1..connections.max(1) {
-        clients.push(connect(config)?);
+        clients.push(target.connect()?);
     }
     let failed = AtomicBool::new(false);
     let (tx, rx) = sync_channel::<Job>(clients.len() * 2);
@@ -130,11 +129,7 @@ pub fn load(config: &Config, t: &Tpcc, connections: usize, drop_first: bool) -> 
 }
 
 /// One client's COPYs, until the generators are done; rows per table.
-fn send_jobs(
-    mut client: postgres::Client,
-    rx: &Mutex<Receiver<Job>>,
-    failed: &AtomicBool,
-) -> Result<Vec<u64>> {
+fn send_jobs(mut client: Conn, rx: &Mutex<Receiver<Job>>, failed: &AtomicBool) -> Result<Vec<u64>> {
     let mut counts = vec![0u64; TABLES.len()];
     loop {
         let job = rx
@@ -145,15 +140,7 @@ fn send_jobs(
         if failed.load(Relaxed) {
             return Ok(counts);
         }
-        let sql = format!("COPY {} FROM STDIN", job.table);
-        let result = client.copy_in(&sql).at(&sql).and_then(|mut w| {
-            w.write_all(&job.text.buf).map_err(|e| WireError::Client {
-                message: e.to_string(),
-                statement: sql.clone(),
-            })?;
-            w.finish().at(&sql)
-        });
-        if let Err(e) = result {
+        if let Err(e) = client.copy_in(job.table, &job.text) {
             failed.store(true, Relaxed);
             return Err(e);
         }

@@ -1,10 +1,14 @@
-//! TPC-C over the PostgreSQL wire protocol: the embedded workload's load,
-//! inputs and mix, driven through the `postgres` client against any
-//! server that speaks the protocol (PostgreSQL, `untorn serve`).
+//! TPC-C over the wire: the embedded workload's load, inputs and mix,
+//! driven through the `postgres` client against any server that speaks
+//! PostgreSQL's protocol (PostgreSQL, `untorn serve`), or through the
+//! `mysql` client against MariaDB, by the same code and statements.
 //!
+//! - [`conn`]: a connection over either protocol, chosen by the URL;
+//! - [`dialect`]: MariaDB's text of the statements, derived;
+//! - [`value`]: parameters and columns as one small value type;
 //! - [`schema`]: the CREATE statements and the COPY text of the rows;
-//! - [`load`]: COPY ... FROM STDIN of the rows [`super::load`] generates,
-//!   over several connections;
+//! - [`load`]: COPY ... FROM STDIN (MariaDB: multi-row INSERTs) of the
+//!   rows [`super::load`] generates, over several connections;
 //! - [`txn`]: the five transactions as prepared statements;
 //! - [`check`]: consistency conditions 1-4 through SQL;
 //! - [`run`]: clients, the measured run and its summary.
@@ -13,18 +17,21 @@
 //! `tpcc-wire-schema.sql`: every row reached through its primary key or an
 //! index prefix, no joins, subqueries or sums over int8. Parameters are
 //! typed by the client (`prepare_typed`), so every server types them
-//! alike. A deadlock or serialization failure (SQLSTATE 40P01, 40001)
-//! rolls back and retries the transaction with the same inputs.
+//! alike. A deadlock or serialization failure (SQLSTATE 40P01, 40001;
+//! MySQL errors 1213 and 1205, a lock wait timeout) rolls back and
+//! retries the transaction with the same inputs.
 
 pub mod check;
+pub mod conn;
+pub mod dialect;
 pub mod load;
 pub mod run;
 pub mod schema;
 pub mod txn;
+pub mod value;
 
 use super::Tpcc;
-use postgres::types::ToSql;
-use postgres::{Client, Config, NoTls};
+pub use conn::{Conn, Target, Ty};
 use std::fmt;
 
 /// What went wrong talking to the server.
@@ -32,7 +39,10 @@ use std::fmt;
 pub enum WireError {
     /// The server refused a statement.
     Sql {
+        /// The SQLSTATE.
         code: String,
+        /// MySQL's error number (none from PostgreSQL).
+        number: Option<u16>,
         message: String,
         statement: String,
     },
@@ -45,9 +55,12 @@ pub enum WireError {
 pub type Result<T, E = WireError> = std::result::Result<T, E>;
 
 impl WireError {
-    /// A deadlock or a serialization failure: retry the transaction.
+    /// A deadlock, a serialization failure or (MySQL) a lock wait timeout:
+    /// retry the transaction. InnoDB's timeout undoes only the statement,
+    /// so the retry's ROLLBACK is needed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, WireError::Sql { code, .. } if code == "40P01" || code == "40001")
+        matches!(self, WireError::Sql { code, number, .. }
+            if code == "40P01" || code == "40001" || matches!(number, Some(1213 | 1205)))
     }
 
     pub fn at(e: postgres::Error, statement: &str) -> WireError {
@@ -55,6 +68,7 @@ impl WireError {
         match e.as_db_error() {
             Some(db) => WireError::Sql {
                 code: db.code().code().to_string(),
+                number: None,
                 message: db.message().to_string(),
                 statement,
             },
@@ -77,9 +91,19 @@ impl fmt::Display for WireError {
         match self {
             WireError::Sql {
                 code,
+                number: None,
                 message,
                 statement,
             } => write!(f, "SQLSTATE {code}: {message}; statement: {statement}"),
+            WireError::Sql {
+                code,
+                number: Some(n),
+                message,
+                statement,
+            } => write!(
+                f,
+                "SQLSTATE {code} (error {n}): {message}; statement: {statement}"
+            ),
             WireError::Client { message, statement } => {
                 write!(f, "{message}; statement: {statement}")
             }
@@ -107,14 +131,27 @@ impl<T> At<T> for std::result::Result<T, postgres::Error> {
     }
 }
 
-/// Parses `postgres://user@host:port/dbname`.
-pub fn config(url: &str) -> Result<Config> {
-    url.parse::<Config>()
-        .map_err(|e| WireError::Invalid(format!("--url {url:?}: {e}")))
+impl<T> At<T> for std::result::Result<T, mysql::Error> {
+    fn at(self, statement: &str) -> Result<T> {
+        self.map_err(|e| match e {
+            mysql::Error::MySqlError(e) => WireError::Sql {
+                code: e.state,
+                number: Some(e.code),
+                message: e.message,
+                statement: statement.to_string(),
+            },
+            e => WireError::Client {
+                message: e.to_string(),
+                statement: statement.to_string(),
+            },
+        })
+    }
 }
 
-pub fn connect(config: &Config) -> Result<Client> {
-    config.connect(NoTls).at("(connecting)")
+/// Parses `postgres://user@host:port/dbname` or `mysql://...` (see
+/// [`Target::parse`]).
+pub fn config(url: &str) -> Result<Target> {
+    Target::parse(url)
 }
 
 /// The largest n such that `exists(1..=n)` (0 if not even 1), for ids
@@ -143,16 +180,15 @@ fn largest(mut exists: impl FnMut(u32) -> Result<bool>) -> Result<u32> {
 
 /// The scale of the loaded database (warehouses, items, customers per
 /// district), found by point reads.
-pub fn loaded_scale(client: &mut Client) -> Result<Tpcc> {
+pub fn loaded_scale(c: &mut Conn) -> Result<Tpcc> {
     let mut probe = |sql: &str, fixed: &[i32]| -> Result<u32> {
-        let types = vec![postgres::types::Type::INT4; fixed.len() + 1];
-        let st = client.prepare_typed(sql, &types).at(sql)?;
+        let st = c.prepare(sql, &vec![Ty::I4; fixed.len() + 1])?;
         largest(|n| {
             let n = n as i32;
-            let mut params: Vec<&(dyn ToSql + Sync)> =
-                fixed.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+            let mut params: Vec<&dyn value::Param> =
+                fixed.iter().map(|v| v as &dyn value::Param).collect();
             params.push(&n);
-            Ok(!client.query(&st, &params).at(sql)?.is_empty())
+            Ok(!st.query(c, &params)?.is_empty())
         })
     };
     let warehouses = probe("SELECT w_id FROM warehouse WHERE w_id = $1", &[])?;
@@ -200,15 +236,25 @@ mod tests {
         };
         assert_eq!(e.to_string(), "connection closed; statement: COMMIT");
         assert!(!e.is_retryable());
-        let e = WireError::Sql {
-            code: "40P01".into(),
+        let sql = |code: &str, number| WireError::Sql {
+            code: code.into(),
+            number,
             message: "deadlock detected".into(),
             statement: "SELECT 1".into(),
         };
+        let e = sql("40P01", None);
         assert!(e.is_retryable());
         assert!(e
             .to_string()
             .starts_with("SQLSTATE 40P01: deadlock detected"));
+        // MySQL: a deadlock (40001) and a lock wait timeout (HY000, 1205)
+        // are retried; a duplicate key (23000, 1062) is not.
+        assert!(sql("40001", Some(1213)).is_retryable());
+        assert!(sql("HY000", Some(1205)).is_retryable());
+        assert!(!sql("23000", Some(1062)).is_retryable());
+        assert!(sql("HY000", Some(1205))
+            .to_string()
+            .starts_with("SQLSTATE HY000 (error 1205): "));
         assert!(config("postgres://u@127.0.0.1:5/db").is_ok());
         assert!(config("http://x y").is_err());
     }

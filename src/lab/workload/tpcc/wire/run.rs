@@ -11,12 +11,11 @@
 //! times the mean), clause 5.2.5.
 
 use super::txn::{execute, Statements};
-use super::{connect, Result, WireError};
+use super::{Result, Target, WireError};
 use crate::lab::workload::tpcc::input::{Kind, KINDS};
 use crate::lab::workload::tpcc::Tpcc;
 use crate::lab::workload::Rng;
 use hdrhistogram::Histogram;
-use postgres::Config;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -152,14 +151,14 @@ fn pause(d: Duration, end: Instant, stop: &AtomicBool) {
 }
 
 fn client(
-    config: &Config,
+    target: &Target,
     t: &Tpcc,
     o: &RunOptions,
     n: usize,
     (measure, end): (Instant, Instant),
     stop: &AtomicBool,
 ) -> Result<Totals> {
-    let mut c = connect(config)?;
+    let mut c = target.connect()?;
     let statements = Statements::prepare(&mut c)?;
     let mut rng = Rng::new(o.seed, n as u64);
     let mut thinking = Rng::new(o.seed ^ 0x7417_c0de, n as u64);
@@ -203,11 +202,11 @@ fn client(
 
 /// Runs the clients against the loaded database (its scale found by
 /// point reads) and sums up the measured part.
-pub fn run(config: &Config, o: &RunOptions) -> Result<Summary> {
+pub fn run(target: &Target, o: &RunOptions) -> Result<Summary> {
     if o.clients == 0 {
         return Err(WireError::Invalid("--clients must be at least 1".into()));
     }
-    let t = super::loaded_scale(&mut connect(config)?)?;
+    let t = super::loaded_scale(&mut target.connect()?)?;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let window = (start + o.warmup, start + o.warmup + o.duration);
@@ -216,7 +215,7 @@ pub fn run(config: &Config, o: &RunOptions) -> Result<Summary> {
             .map(|n| {
                 let (t, stop) = (&t, &stop);
                 s.spawn(move || {
-                    let r = client(config, t, o, n, window, stop);
+                    let r = client(target, t, o, n, window, stop);
                     if r.is_err() {
                         stop.store(true, Relaxed);
                     }

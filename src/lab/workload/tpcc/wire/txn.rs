@@ -3,49 +3,10 @@
 //! are read FOR UPDATE; New-Order locks its stock rows in item order, so
 //! two New-Orders deadlock less often (a deadlock is retried).
 
-use super::{At, Result, WireError};
+use super::conn::{column, Conn, Prepared, Ty};
+use super::{Result, WireError};
 use crate::lab::workload::tpcc::input::*;
-use postgres::types::{ToSql, Type};
-use postgres::{Client, Row, Statement};
 use std::time::SystemTime;
-
-/// A prepared statement and its text (for error messages).
-pub struct Prepared {
-    st: Statement,
-    sql: String,
-}
-
-type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
-
-impl Prepared {
-    pub fn new(client: &mut Client, sql: &str, types: &[Type]) -> Result<Prepared> {
-        let st = client.prepare_typed(sql, types).at(sql)?;
-        Ok(Prepared {
-            st,
-            sql: sql.to_string(),
-        })
-    }
-
-    pub fn query(&self, c: &mut Client, p: Params<'_>) -> Result<Vec<Row>> {
-        c.query(&self.st, p).at(&self.sql)
-    }
-
-    pub fn one(&self, c: &mut Client, p: Params<'_>) -> Result<Row> {
-        self.query(c, p)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| WireError::Invalid(format!("no row from {} with {p:?}", self.sql)))
-    }
-
-    pub fn execute(&self, c: &mut Client, p: Params<'_>) -> Result<u64> {
-        c.execute(&self.st, p).at(&self.sql)
-    }
-
-    /// Column `i` of `row` as `T`.
-    pub fn get<'r, T: postgres::types::FromSql<'r>>(&self, row: &'r Row, i: usize) -> Result<T> {
-        row.try_get(i).at(&self.sql)
-    }
-}
 
 /// Every statement of the five transactions, prepared on one connection.
 pub struct Statements {
@@ -84,15 +45,15 @@ pub struct Statements {
     recent_items: Prepared,
 }
 
-const I4: Type = Type::INT4;
-const I8: Type = Type::INT8;
-const TS: Type = Type::TIMESTAMP;
-const VC: Type = Type::VARCHAR;
-const CH: Type = Type::BPCHAR;
+const I4: Ty = Ty::I4;
+const I8: Ty = Ty::I8;
+const TS: Ty = Ty::Timestamp;
+const VC: Ty = Ty::Varchar;
+const CH: Ty = Ty::Char;
 
 impl Statements {
-    pub fn prepare(c: &mut Client) -> Result<Statements> {
-        let mut p = |sql: &str, types: &[Type]| Prepared::new(c, sql, types);
+    pub fn prepare(c: &mut Conn) -> Result<Statements> {
+        let mut p = |sql: &str, types: &[Ty]| c.prepare(sql, types);
         let stock = (1..=10)
             .map(|d| {
                 p(
@@ -141,14 +102,10 @@ impl Statements {
     }
 }
 
-fn simple(c: &mut Client, sql: &str) -> Result<()> {
-    c.batch_execute(sql).at(sql)
-}
-
 /// Runs one transaction: Ok(false) when it rolled back (New-Order's
 /// unused item). On an error it is rolled back, if the connection lives.
-pub fn execute(c: &mut Client, s: &Statements, input: &Input) -> Result<bool> {
-    simple(c, "BEGIN")?;
+pub fn execute(c: &mut Conn, s: &Statements, input: &Input) -> Result<bool> {
+    c.simple("BEGIN")?;
     let result = match input {
         Input::NewOrder(i) => new_order(c, s, i),
         Input::Payment(i) => payment(c, s, i).map(|()| true),
@@ -157,11 +114,11 @@ pub fn execute(c: &mut Client, s: &Statements, input: &Input) -> Result<bool> {
         Input::StockLevel(i) => stock_level(c, s, i).map(|_| true),
     };
     match result {
-        Ok(true) => simple(c, "COMMIT").map(|()| true),
-        Ok(false) => simple(c, "ROLLBACK").map(|()| false),
+        Ok(true) => c.simple("COMMIT").map(|()| true),
+        Ok(false) => c.simple("ROLLBACK").map(|()| false),
         Err(e) => {
             if !c.is_closed() {
-                let _ = simple(c, "ROLLBACK");
+                let _ = c.simple("ROLLBACK");
             }
             Err(e)
         }
@@ -172,7 +129,7 @@ fn i4(v: impl Into<i64>) -> i32 {
     v.into() as i32
 }
 
-fn new_order(c: &mut Client, s: &Statements, i: &NewOrderInput) -> Result<bool> {
+fn new_order(c: &mut Conn, s: &Statements, i: &NewOrderInput) -> Result<bool> {
     let (w, d, cid) = (i4(i.w), i4(i.d), i4(i.c));
     let w_tax: i32 = s.w_tax.get(&s.w_tax.one(c, &[&w])?, 0)?;
     let row = s.d_for_update.one(c, &[&w, &d])?;
@@ -225,7 +182,7 @@ fn new_order(c: &mut Client, s: &Statements, i: &NewOrderInput) -> Result<bool> 
 /// The customer `who` names: by id, or the middle one (ceil(n / 2)) by
 /// first name of those with the last name; the first when none has it
 /// (possible only scaled down), as the embedded transactions.
-fn find_customer(c: &mut Client, s: &Statements, w: i32, d: i32, who: &Who) -> Result<i32> {
+fn find_customer(c: &mut Conn, s: &Statements, w: i32, d: i32, who: &Who) -> Result<i32> {
     match who {
         Who::Id(id) => Ok(i4(*id)),
         Who::LastName(name) => {
@@ -239,7 +196,7 @@ fn find_customer(c: &mut Client, s: &Statements, w: i32, d: i32, who: &Who) -> R
     }
 }
 
-fn payment(c: &mut Client, s: &Statements, i: &PaymentInput) -> Result<()> {
+fn payment(c: &mut Conn, s: &Statements, i: &PaymentInput) -> Result<()> {
     let (w, d, cw, cd) = (i4(i.w), i4(i.d), i4(i.c_w), i4(i.c_d));
     let wrow = s.w_pay.one(c, &[&w])?;
     s.w_ytd.execute(c, &[&i.amount, &w])?;
@@ -277,7 +234,7 @@ fn payment(c: &mut Client, s: &Statements, i: &PaymentInput) -> Result<()> {
     Ok(())
 }
 
-fn order_status(c: &mut Client, s: &Statements, i: &OrderStatusInput) -> Result<()> {
+fn order_status(c: &mut Conn, s: &Statements, i: &OrderStatusInput) -> Result<()> {
     let (w, d) = (i4(i.w), i4(i.d));
     let cid = find_customer(c, s, w, d, &i.who)?;
     let cust = s.c_status.one(c, &[&w, &d, &cid])?;
@@ -287,14 +244,14 @@ fn order_status(c: &mut Client, s: &Statements, i: &OrderStatusInput) -> Result<
     };
     let o: i32 = s.last_order.get(&order, 0)?;
     for line in s.lines.query(c, &[&w, &d, &o])? {
-        std::hint::black_box(s.lines.get::<Option<SystemTime>>(&line, 4)?);
+        std::hint::black_box(s.lines.get::<super::value::Val>(&line, 4)?);
     }
     Ok(())
 }
 
 /// The ten districts in one transaction, each's oldest new order
 /// delivered by the carrier (a district with none is skipped).
-fn delivery(c: &mut Client, s: &Statements, i: &DeliveryInput) -> Result<()> {
+fn delivery(c: &mut Conn, s: &Statements, i: &DeliveryInput) -> Result<()> {
     let (w, carrier, now) = (i4(i.w), i4(i.carrier), SystemTime::now());
     for d in 1..=10i32 {
         // A new order another Delivery took meanwhile: take the next.
@@ -348,7 +305,7 @@ pub fn low_stock_sql(items: &[i32]) -> String {
 
 /// The distinct items of the district's last 20 orders with less stock
 /// than the threshold.
-fn stock_level(c: &mut Client, s: &Statements, i: &StockLevelInput) -> Result<i64> {
+fn stock_level(c: &mut Conn, s: &Statements, i: &StockLevelInput) -> Result<i64> {
     let (w, d) = (i4(i.w), i4(i.d));
     let next: i32 = s.d_next_o_id.get(&s.d_next_o_id.one(c, &[&w, &d])?, 0)?;
     let from = (next - 20).max(0);
@@ -363,13 +320,11 @@ fn stock_level(c: &mut Client, s: &Statements, i: &StockLevelInput) -> Result<i6
     }
     items.sort_unstable();
     let sql = low_stock_sql(&items);
-    let rows = c
-        .query_typed(&sql, &[(&w, Type::INT4), (&i.threshold, Type::INT4)])
-        .at(&sql)?;
+    let rows = c.query_once(&sql, &[I4, I4], &[&w, &i.threshold])?;
     let row = rows
         .first()
         .ok_or_else(|| WireError::Invalid(format!("no row from {sql}")))?;
-    row.try_get::<_, i64>(0).at(&sql)
+    column(row, 0, &sql)
 }
 
 #[cfg(test)]
