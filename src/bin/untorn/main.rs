@@ -142,7 +142,8 @@ enum Command {
     #[command(subcommand)]
     Recording(recording::RecordingCommand),
     /// TPC-C over the PostgreSQL wire protocol, against PostgreSQL or
-    /// `untorn serve`: `load` the tables with COPY, `run` the mix (notpm,
+    /// `untorn serve`, or over MySQL's against MariaDB (a mysql:// URL):
+    /// `load` the tables (COPY; MariaDB: INSERTs), `run` the mix (notpm,
     /// latencies, then conditions 1-4), `check` conditions 1-4.
     Tpcc(tpcc::TpccArgs),
 }

@@ -1,5 +1,6 @@
 //! `untorn tpcc`: the TPC-C workload driven over the PostgreSQL wire
-//! protocol, against PostgreSQL or `untorn serve` (load, run, check).
+//! protocol, against PostgreSQL or `untorn serve`, or over MySQL's against
+//! MariaDB (load, run, check).
 
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -11,7 +12,9 @@ use untorn::lab::workload::Scale;
 
 #[derive(Args, Debug)]
 pub struct TpccArgs {
-    /// The server: postgres://user@host:port/dbname (no TLS).
+    /// The server: postgres://user@host:port/dbname, or MariaDB as
+    /// mysql://user:password@host:port/dbname (or
+    /// mysql://user@localhost/dbname?socket=PATH); no TLS.
     #[arg(long)]
     url: String,
     #[command(subcommand)]
@@ -20,8 +23,8 @@ pub struct TpccArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum TpccCommand {
-    /// Create the nine tables and load them with COPY, warehouses in
-    /// parallel over several connections.
+    /// Create the nine tables and load them with COPY (MariaDB: multi-row
+    /// INSERTs), warehouses in parallel over several connections.
     Load {
         /// Warehouses to load (1 to 100000).
         #[arg(long)]
@@ -34,7 +37,7 @@ pub enum TpccCommand {
         /// specification; fewer only for tests (10 at least).
         #[arg(long, default_value_t = 3_000)]
         tpcc_customers: u64,
-        /// Connections sending COPYs at once.
+        /// Connections loading at once.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=256))]
         connections: u64,
         /// Drop the nine tables first, if they exist.
