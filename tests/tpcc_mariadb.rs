@@ -175,40 +175,16 @@ fn the_wire_driver_loads_runs_and_checks_tpcc_on_mariadb() {
     assert_eq!(db.count("new_order"), 90);
     let delivered_before = db.delivered();
 
-    let run = untorn([
-        "tpcc",
-        "--url",
-        &url,
-        "run",
-        "--clients",
-        "4",
-        "--duration",
-        "3",
-        "--warmup",
-        "1",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    run.expect_code(0)
-        .expect_stdout("consistency conditions 1-4 hold");
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert!(r["notpm"].as_f64().unwrap() > 0.0, "{r}");
-    let kinds: Vec<(&str, u64)> = r["kinds"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| (k["name"].as_str().unwrap(), k["count"].as_u64().unwrap()))
-        .collect();
-    assert_eq!(kinds.iter().map(|k| k.0).collect::<Vec<_>>(), KINDS);
+    let (r, kinds) = common::tpcc_wire_run(&url, &json);
+    assert_eq!(
+        kinds.iter().map(|k| k.0.as_str()).collect::<Vec<_>>(),
+        KINDS
+    );
     assert!(kinds.iter().all(|k| k.1 > 0), "{r}");
     // What the run did is in the tables: New-Orders added orders, and
     // Deliveries set carriers.
     assert!(db.count("orders") > 300);
-    assert!(
-        db.delivered() > delivered_before,
-        "no order delivered\n{}",
-        run.context()
-    );
+    assert!(db.delivered() > delivered_before, "no order delivered\n{r}");
 
     untorn(["tpcc", "--url", &url, "check"])
         .expect_code(0)

@@ -37,31 +37,8 @@ fn the_wire_driver_loads_runs_and_checks_tpcc_on_untorn_serve() {
     // 30 % of the loaded orders are still new.
     assert_eq!(psql(serve.port, "select count(*) from new_order"), "180");
 
-    let run = untorn([
-        "tpcc",
-        "--url",
-        &url,
-        "run",
-        "--clients",
-        "4",
-        "--duration",
-        "3",
-        "--warmup",
-        "1",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    run.expect_code(0)
-        .expect_stdout("consistency conditions 1-4 hold");
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert!(r["notpm"].as_f64().unwrap() > 0.0, "{r}");
-    let kinds: Vec<(&str, u64)> = r["kinds"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| (k["name"].as_str().unwrap(), k["count"].as_u64().unwrap()))
-        .collect();
-    let names: Vec<&str> = kinds.iter().map(|k| k.0).collect();
+    let (r, kinds) = common::tpcc_wire_run(&url, &json);
+    let names: Vec<&str> = kinds.iter().map(|k| k.0.as_str()).collect();
     assert_eq!(names, KINDS);
     let total: u64 = kinds.iter().map(|k| k.1).sum();
     assert_eq!(total, r["transactions"].as_u64().unwrap(), "{r}");

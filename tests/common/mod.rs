@@ -239,3 +239,33 @@ pub fn flip_byte(path: &Path, offset: u64) {
     f.write_all_at(&b, offset).unwrap();
     f.sync_all().unwrap();
 }
+
+/// `untorn tpcc --url URL run` with 4 clients for 3 s (1 s warm-up): it
+/// must end with conditions 1-4 holding. Returns its JSON and each
+/// transaction type's count, in the report's order.
+pub fn tpcc_wire_run(url: &str, json: &Path) -> (serde_json::Value, Vec<(String, u64)>) {
+    let json_arg = json.to_str().unwrap();
+    let flags = ["--clients", "4", "--duration", "3", "--warmup", "1"];
+    untorn(
+        ["tpcc", "--url", url, "run"]
+            .into_iter()
+            .chain(flags)
+            .chain(["--json", json_arg]),
+    )
+    .expect_code(0)
+    .expect_stdout("consistency conditions 1-4 hold");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
+    assert!(r["notpm"].as_f64().unwrap() > 0.0, "{r}");
+    let kinds = r["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["name"].as_str().unwrap().to_string(),
+                k["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    (r, kinds)
+}
