@@ -147,20 +147,7 @@ fn the_wire_driver_loads_runs_and_checks_tpcc_on_mariadb() {
     let url = db.socket_url("tpcc");
     let json = dir.path().join("run.json");
 
-    untorn([
-        "tpcc",
-        "--url",
-        &url,
-        "load",
-        "--warehouses",
-        "1",
-        "--tpcc-items",
-        "1000",
-        "--tpcc-customers",
-        "30",
-    ])
-    .expect_code(0)
-    .expect_stdout("loaded 1 warehouses");
+    common::tpcc_wire_load(&url, 1);
     // InnoDB tables, with the counts the specification gives, scaled down.
     let engines: Vec<String> = db
         .conn("tpcc")

@@ -16,20 +16,7 @@ fn the_wire_driver_loads_runs_and_checks_tpcc_on_untorn_serve() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
 
-    untorn([
-        "tpcc",
-        "--url",
-        &url,
-        "load",
-        "--warehouses",
-        "2",
-        "--tpcc-items",
-        "1000",
-        "--tpcc-customers",
-        "30",
-    ])
-    .expect_code(0)
-    .expect_stdout("loaded 2 warehouses");
+    common::tpcc_wire_load(&url, 2);
     // The counts the specification gives per warehouse, scaled down.
     assert_eq!(psql(serve.port, "select count(*) from district"), "20");
     assert_eq!(psql(serve.port, "select count(*) from stock"), "2000");

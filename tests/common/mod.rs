@@ -240,6 +240,20 @@ pub fn flip_byte(path: &Path, offset: u64) {
     f.sync_all().unwrap();
 }
 
+/// `untorn tpcc --url URL load` of `warehouses` scaled down to 1,000 items
+/// and 30 customers a district (the tests' size).
+pub fn tpcc_wire_load(url: &str, warehouses: u32) {
+    let w = warehouses.to_string();
+    let scaled = ["--tpcc-items", "1000", "--tpcc-customers", "30"];
+    untorn(
+        ["tpcc", "--url", url, "load", "--warehouses", w.as_str()]
+            .into_iter()
+            .chain(scaled),
+    )
+    .expect_code(0)
+    .expect_stdout(&format!("loaded {w} warehouses"));
+}
+
 /// `untorn tpcc --url URL run` with 4 clients for 3 s (1 s warm-up): it
 /// must end with conditions 1-4 holding. Returns its JSON and each
 /// transaction type's count, in the report's order.
