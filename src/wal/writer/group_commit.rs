@@ -24,10 +24,10 @@
 //!   is woken to see it.
 
 use crate::error::{Error, Result};
-use parking_lot::Mutex;
 use parking_lot_core::{FilterOp, ParkToken, DEFAULT_UNPARK_TOKEN};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::OnceLock;
 
 /// What a thread asking for a flush does next.
 #[derive(Debug, PartialEq, Eq)]
@@ -44,9 +44,8 @@ pub(super) struct GroupCommit {
     flushed: AtomicU64,
     /// A thread is leading a round.
     leader: AtomicBool,
-    /// Set at a fatal flush error, with its path in `poison_path`.
-    poisoned: AtomicBool,
-    poison_path: Mutex<Option<PathBuf>>,
+    /// The path of the first fatal flush error; read without a lock.
+    poisoned: OnceLock<PathBuf>,
 }
 
 impl GroupCommit {
@@ -54,8 +53,7 @@ impl GroupCommit {
         GroupCommit {
             flushed: AtomicU64::new(flushed),
             leader: AtomicBool::new(false),
-            poisoned: AtomicBool::new(false),
-            poison_path: Mutex::new(None),
+            poisoned: OnceLock::new(),
         }
     }
 
@@ -70,9 +68,8 @@ impl GroupCommit {
     }
 
     fn check_poison(&self) -> Result<()> {
-        if self.poisoned.load(SeqCst) {
-            let path = self.poison_path.lock().clone().unwrap_or_default();
-            return Err(Error::Poisoned { path });
+        if let Some(path) = self.poisoned.get() {
+            return Err(Error::Poisoned { path: path.clone() });
         }
         Ok(())
     }
@@ -102,8 +99,9 @@ impl GroupCommit {
                 }
                 return Ok(Turn::Lead { flushed });
             }
-            let validate =
-                || self.leader.load(SeqCst) && self.flushed() < upto && !self.poisoned.load(SeqCst);
+            let validate = || {
+                self.leader.load(SeqCst) && self.flushed() < upto && self.poisoned.get().is_none()
+            };
             // SAFETY: the key is this writer's address, the callbacks do not
             // panic and call nothing of the parking lot.
             unsafe {
@@ -123,8 +121,8 @@ impl GroupCommit {
                 self.flushed.fetch_max(target, SeqCst);
             }
             Err(Some(path)) => {
-                *self.poison_path.lock() = Some(path);
-                self.poisoned.store(true, SeqCst);
+                // The first fatal error names the path; later ones add nothing.
+                let _ = self.poisoned.set(path);
             }
             Err(None) => {}
         }
@@ -136,7 +134,7 @@ impl GroupCommit {
     fn wake_after_round(&self) {
         self.leader.store(false, SeqCst);
         let flushed = self.flushed();
-        let all = self.poisoned.load(SeqCst);
+        let all = self.poisoned.get().is_some();
         let mut next_leader_woken = false;
         let filter = |ParkToken(upto): ParkToken| {
             if all || upto as u64 <= flushed {
