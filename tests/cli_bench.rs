@@ -154,6 +154,15 @@ fn bench_refuses_settings_it_does_not_have() {
     }
 }
 
+/// Keying and think times are TPC-C's: asked of another workload, the
+/// run is refused before anything is loaded, naming the flag.
+#[test]
+fn bench_refuses_think_times_for_a_workload_without_terminals() {
+    let run = untorn(["bench", "--workload", "tpcc,tpcb", "--think"]);
+    run.expect_refused(&[]);
+    run.expect_stderr("--think: tpcb has no keying or think times");
+}
+
 /// Times and sizes a run cannot use are refused by name: NaN and infinite
 /// times panicked in `Duration::from_secs_f64`; negative and NaN warm-ups
 /// and checkpoint timeouts were clamped; a zero buffer pool was raised to

@@ -30,6 +30,7 @@ fn spec() -> RunSpec {
         clients: 2,
         warmup: Duration::from_millis(20),
         duration: Duration::from_millis(150),
+        think: false,
     }
 }
 

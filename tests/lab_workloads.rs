@@ -33,6 +33,7 @@ fn spec(ms: u64) -> RunSpec {
         clients: 4,
         warmup: Duration::from_millis(50),
         duration: Duration::from_millis(ms),
+        think: false,
     }
 }
 
@@ -206,6 +207,15 @@ fn bad_names_and_specs_are_refused_clearly() {
         ..spec(100)
     };
     assert!(run_once(&db, w.as_ref(), &zero, 0, 1).is_err());
+    // Only TPC-C has keying and think times.
+    let think = RunSpec {
+        think: true,
+        ..spec(100)
+    };
+    let e = run_once(&db, w.as_ref(), &think, 0, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--think: oltp_point_select"), "{e}");
     db.close().unwrap();
 }
 

@@ -286,6 +286,7 @@ fn four_clients_end_with_the_conditions_holding() {
         clients: 4,
         warmup: Duration::ZERO,
         duration: Duration::from_millis(1500),
+        think: false,
     };
     let run = run_once(&db, &w, &spec, 0, 42).unwrap();
     assert!(run.transactions > 0);
@@ -305,6 +306,29 @@ fn four_clients_end_with_the_conditions_holding() {
     assert!(run.by_kind[0].transactions > 0 && run.per_minute("new_order").unwrap() > 0.0);
     assert!(run.kinds_line().unwrap().contains("notpm"));
     assert_consistent(&db);
+    w.check(&db).unwrap();
+}
+
+/// With keying and think times every transaction waits its keying time
+/// first: 2 s at least, a New-Order's 18 s. In 2.5 s each client commits
+/// at most one, never a New-Order (upper bounds only: a slow machine
+/// commits fewer, never more). Without the pauses it commits hundreds.
+#[test]
+fn keying_times_come_before_every_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = tiny(1);
+    let (db, _) = loaded(dir.path(), &w);
+    let spec = RunSpec {
+        clients: 4,
+        warmup: Duration::ZERO,
+        duration: Duration::from_millis(2500),
+        think: true,
+    };
+    let run = run_once(&db, &w, &spec, 0, 42).unwrap();
+    assert!(run.think);
+    assert!(run.transactions <= 4, "{} transactions", run.transactions);
+    assert_eq!(run.by_kind[0].name, "new_order");
+    assert_eq!(run.by_kind[0].transactions, 0);
     w.check(&db).unwrap();
 }
 

@@ -107,6 +107,9 @@ pub struct Run {
     /// plan's).
     #[serde(default)]
     pub clients: usize,
+    /// Whether the clients paused for keying and think times (`--think`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub think: bool,
     pub seconds: f64,
     pub transactions: u64,
     /// Deadlocks (retried) and other retryable conflicts.

@@ -42,6 +42,10 @@ pub struct RunSpec {
     pub warmup: Duration,
     /// Measured time.
     pub duration: Duration,
+    /// A terminal user's keying and think times around each transaction
+    /// ([`Workload::pauses`], TPC-C's `--think`); refused for workloads
+    /// without them.
+    pub think: bool,
 }
 
 /// Latencies in microseconds, 1 us to 60 s.
@@ -126,6 +130,7 @@ struct Shared<'a> {
     workload: &'a dyn Workload,
     tables: Tables,
     end: Instant,
+    think: bool,
     /// Set by the sampler once it has read the counters the run is
     /// measured from: a transaction counts only if it began after that, so
     /// that its WAL, I/O and CPU fall in the same window (the sampler may
@@ -148,7 +153,18 @@ impl Shared<'_> {
                 .collect(),
         };
         let same_inputs = self.workload.retries_same_inputs();
+        let mut thinking = Rng::for_pauses(seed, client as u64);
+        let mut think = Duration::ZERO;
         while !self.stop.load(Relaxed) {
+            if self.think {
+                // The last transaction's think time, then this one's keying.
+                if let Some((keying, after)) = self.workload.pauses(&rng, &mut thinking) {
+                    if !self.pause(think + keying) {
+                        break;
+                    }
+                    think = after;
+                }
+            }
             let counted = self.measuring.load(Acquire);
             let t0 = Instant::now();
             if t0 >= self.end {
@@ -207,6 +223,13 @@ impl Shared<'_> {
             }
         }
         totals
+    }
+
+    /// A client's pause (keying or think time), cut at the run's end;
+    /// false if the run ended or stopped first.
+    fn pause(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        self.sleep_until(until.min(self.end)) && until < self.end
     }
 
     /// Sleeps until `until` unless a client failed first; false if one did.
@@ -389,6 +412,16 @@ pub fn run_once(
             spec.clients, spec.duration
         )));
     }
+    if spec.think
+        && workload
+            .pauses(&Rng::new(seed, 0), &mut Rng::new(seed, 1))
+            .is_none()
+    {
+        return Err(Error::Invalid(format!(
+            "--think: {} has no keying or think times (TPC-C's terminals have them)",
+            workload.name()
+        )));
+    }
     let tables = workload.tables(db)?;
     // Before the clients start, so that the probe meets a quiet engine.
     let mut monitor = noise::Monitor::before_run(db.directory());
@@ -398,6 +431,7 @@ pub fn run_once(
         workload,
         tables,
         end: measure_start + spec.duration,
+        think: spec.think,
         measuring: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         failed: Mutex::new(None),
@@ -499,6 +533,7 @@ pub fn run_once(
     Ok(Run {
         repeat,
         clients: totals.len(),
+        think: spec.think,
         seconds,
         transactions,
         retries,

@@ -134,6 +134,12 @@ pub struct BenchArgs {
     /// 3,000 unless scaled down (NOT the specification).
     #[arg(long, default_value_t = 3_000)]
     tpcc_customers: u64,
+    /// TPC-C's keying and think times around each transaction (clause
+    /// 5.2.5: 18/3/2/2/2 s keying, 12/12/10/5/5 s mean think): about 12.9
+    /// New-Orders a minute per ten clients, a load set by the clients.
+    /// Off by default, as DBT-2 is run for I/O studies. tpcc only.
+    #[arg(long)]
+    think: bool,
     /// Rounds (each configuration once per round, in a balanced order):
     /// a number, or auto (whole order cycles until every ratio reaches
     /// --precision, the --budget would run out, or --max-rounds).
@@ -433,6 +439,12 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             )));
         }
     }
+    // Before any load: only TPC-C models a terminal's user.
+    if let Some(w) = a.workload.iter().find(|w| a.think && w.as_str() != "tpcc") {
+        return Err(Error::Invalid(format!(
+            "--think: {w} has no keying or think times (TPC-C's terminals have them)"
+        )));
+    }
     let repeats = repeats(a)?;
     if a.clients.contains(&0) || a.duration <= 0.0 {
         return Err(Error::Invalid(
@@ -456,6 +468,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             clients: a.clients[0],
             warmup: Duration::from_secs_f64(a.warmup.max(0.0)),
             duration: Duration::from_secs_f64(a.duration),
+            think: a.think,
         },
         repeats: repeats.clone(),
         dir,

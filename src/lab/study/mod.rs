@@ -225,6 +225,7 @@ impl Setup {
                 clients: self.size.clients(clients),
                 warmup: self.size.warmup(),
                 duration: self.size.duration(),
+                think: false,
             },
             repeats: self.repeats(),
             dir: self.dir.join(format!("plan-{n}")),

@@ -22,6 +22,7 @@ use crate::db::{Database, Table};
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 /// Sizes of the loaded data.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +107,14 @@ pub trait Workload: Send + Sync {
     /// attempt); false: a new one is drawn, as sysbench does.
     fn retries_same_inputs(&self) -> bool {
         false
+    }
+    /// A terminal user's pauses around the transaction `next` draws, for
+    /// runs that ask for them (`--think`): the keying time before it and a
+    /// think time after it (drawn from `thinking`). None: the workload has
+    /// no terminal model, and such a run is refused.
+    fn pauses(&self, next: &Rng, thinking: &mut Rng) -> Option<(Duration, Duration)> {
+        let _ = (next, thinking);
+        None
     }
     /// Runs one transaction for client `client`.
     fn transaction(
@@ -241,6 +250,13 @@ impl Rng {
         ));
         r.next_u64();
         r
+    }
+
+    /// The generator of client `client`'s pauses ([`Workload::pauses`]):
+    /// apart from its inputs', so that a run with pauses draws the same
+    /// transactions as one without.
+    pub fn for_pauses(seed: u64, client: u64) -> Rng {
+        Rng::new(seed ^ 0x7417_c0de, client)
     }
 
     pub fn next_u64(&mut self) -> u64 {

@@ -7,6 +7,7 @@
 //! - [`input`]: the mix and the five transactions' inputs, drawn first;
 //! - [`txn`]: the five transactions;
 //! - [`check`]: consistency conditions 1-4;
+//! - [`pacing`]: keying and think times, when a run asks for them;
 //! - [`wire`]: the same workload driven over the PostgreSQL wire protocol
 //!   (`untorn tpcc`), for any server that speaks it.
 //!
@@ -22,15 +23,17 @@
 //!   chosen by last name through `customer_by_name` (the middle row),
 //!   15 % of Payments to a remote warehouse and 1 % of order lines from
 //!   one (with more than one warehouse);
-//! - no keying or think time, and each transaction's warehouse is drawn
-//!   uniformly (not a terminal's fixed one), as DBT-2 is run for I/O
-//!   studies; Delivery runs inline, not deferred through a queue;
+//! - no keying or think time unless the run asks for them (`--think`:
+//!   [`pacing`]), and each transaction's warehouse is drawn uniformly (not
+//!   a terminal's fixed one), as DBT-2 is run for I/O studies; Delivery
+//!   runs inline, not deferred through a queue;
 //! - a rolled-back New-Order counts as a completed New-Order (in notpm)
 //!   and is reported apart as a rollback.
 
 pub mod check;
 pub mod input;
 pub mod load;
+pub mod pacing;
 pub mod random;
 pub mod schema;
 pub mod txn;
@@ -42,6 +45,7 @@ use crate::error::{Error, Result};
 use input::Input;
 use schema::{Customer, District, Item, Order, OrderLine, Stock, DISTRICTS, TABLES};
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 /// TPC-C at a number of warehouses (and a scale-down, for tests).
 #[derive(Clone, Debug)]
@@ -149,6 +153,14 @@ impl Workload for Tpcc {
 
     fn retries_same_inputs(&self) -> bool {
         true
+    }
+
+    fn pauses(&self, next: &Rng, thinking: &mut Rng) -> Option<(Duration, Duration)> {
+        let kind = pacing::next_kind(next);
+        Some((
+            pacing::keying_time(kind),
+            pacing::think_time(thinking, kind),
+        ))
     }
 
     fn transaction(

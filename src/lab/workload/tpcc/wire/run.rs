@@ -6,13 +6,12 @@
 //! included, ends the run with that error.
 //!
 //! With `think`, each transaction is preceded by the specification's
-//! keying time (18 / 3 / 2 / 2 / 2 s) and followed by a think time drawn
-//! from a negative exponential (means 12 / 12 / 10 / 5 / 5 s, cut at 10
-//! times the mean), clause 5.2.5.
+//! keying time and followed by a think time ([`pacing`]).
 
 use super::txn::{execute, Statements};
 use super::{Result, Target, WireError};
 use crate::lab::workload::tpcc::input::{Kind, KINDS};
+use crate::lab::workload::tpcc::pacing;
 use crate::lab::workload::tpcc::Tpcc;
 use crate::lab::workload::Rng;
 use hdrhistogram::Histogram;
@@ -127,17 +126,6 @@ impl Totals {
     }
 }
 
-const KEYING_S: [f64; 5] = [18.0, 3.0, 2.0, 2.0, 2.0];
-const THINK_MEAN_S: [f64; 5] = [12.0, 12.0, 10.0, 5.0, 5.0];
-
-/// A think time: negative exponential of mean `mean`, cut at 10 means.
-pub fn think_time(rng: &mut Rng, mean: f64) -> Duration {
-    // Uniform in (0, 1]: never ln(0).
-    let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-    let u = 1.0 - u;
-    Duration::from_secs_f64((-u.ln() * mean).min(10.0 * mean))
-}
-
 /// Sleeps `d`, but not past `end` nor once the run stops.
 fn pause(d: Duration, end: Instant, stop: &AtomicBool) {
     let until = (Instant::now() + d).min(end);
@@ -161,13 +149,13 @@ fn client(
     let mut c = target.connect()?;
     let statements = Statements::prepare(&mut c)?;
     let mut rng = Rng::new(o.seed, n as u64);
-    let mut thinking = Rng::new(o.seed ^ 0x7417_c0de, n as u64);
+    let mut thinking = Rng::for_pauses(o.seed, n as u64);
     let mut totals = Totals::new();
     while !stop.load(Relaxed) && Instant::now() < end {
         let input = t.draw(&mut rng);
         let kind = input.kind() as usize;
         if o.think {
-            pause(Duration::from_secs_f64(KEYING_S[kind]), end, stop);
+            pause(pacing::keying_time(input.kind()), end, stop);
             if Instant::now() >= end || stop.load(Relaxed) {
                 break;
             }
@@ -194,7 +182,7 @@ fn client(
             }
         }
         if o.think {
-            pause(think_time(&mut thinking, THINK_MEAN_S[kind]), end, stop);
+            pause(pacing::think_time(&mut thinking, input.kind()), end, stop);
         }
     }
     Ok(totals)
@@ -320,17 +308,5 @@ mod tests {
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["kinds"][0]["name"], "new_order");
         assert!(s.text().contains("notpm 90.0"));
-    }
-
-    #[test]
-    fn think_times_have_their_mean_and_cap() {
-        let mut rng = Rng::new(3, 0);
-        let n = 20_000;
-        let times: Vec<f64> = (0..n)
-            .map(|_| think_time(&mut rng, 12.0).as_secs_f64())
-            .collect();
-        let mean = times.iter().sum::<f64>() / f64::from(n);
-        assert!((mean - 12.0).abs() < 0.5, "{mean}");
-        assert!(times.iter().all(|&t| (0.0..=120.0).contains(&t)));
     }
 }
