@@ -25,6 +25,16 @@ fn tiny(warehouses: u64) -> Tpcc {
     .unwrap()
 }
 
+/// Four clients, no warm-up, `ms` measured.
+fn four_clients(ms: u64, think: bool) -> RunSpec {
+    RunSpec {
+        clients: 4,
+        warmup: Duration::ZERO,
+        duration: Duration::from_millis(ms),
+        think,
+    }
+}
+
 fn loaded(dir: &std::path::Path, w: &Tpcc) -> (Database, Tables) {
     let db = Database::create(dir, Options::default()).unwrap();
     w.load(&db).unwrap();
@@ -282,12 +292,7 @@ fn four_clients_end_with_the_conditions_holding() {
     let dir = tempfile::tempdir().unwrap();
     let w = tiny(2);
     let (db, _) = loaded(dir.path(), &w);
-    let spec = RunSpec {
-        clients: 4,
-        warmup: Duration::ZERO,
-        duration: Duration::from_millis(1500),
-        think: false,
-    };
+    let spec = four_clients(1500, false);
     let run = run_once(&db, &w, &spec, 0, 42).unwrap();
     assert!(run.transactions > 0);
     let names: Vec<&str> = run.by_kind.iter().map(|k| k.name.as_str()).collect();
@@ -318,12 +323,7 @@ fn keying_times_come_before_every_transaction() {
     let dir = tempfile::tempdir().unwrap();
     let w = tiny(1);
     let (db, _) = loaded(dir.path(), &w);
-    let spec = RunSpec {
-        clients: 4,
-        warmup: Duration::ZERO,
-        duration: Duration::from_millis(2500),
-        think: true,
-    };
+    let spec = four_clients(2500, true);
     let run = run_once(&db, &w, &spec, 0, 42).unwrap();
     assert!(run.think);
     assert!(run.transactions <= 4, "{} transactions", run.transactions);

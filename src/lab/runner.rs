@@ -396,6 +396,18 @@ fn p99_ms(count: u64, hist: &Histogram<u64>) -> f64 {
     }
 }
 
+/// Refuses keying and think times (`--think`) for a workload without a
+/// terminal model ([`Workload::pauses`] gives none).
+pub fn has_pauses(workload: &dyn Workload) -> Result<()> {
+    match workload.pauses(&Rng::new(0, 0), &mut Rng::new(0, 1)) {
+        Some(_) => Ok(()),
+        None => Err(Error::Invalid(format!(
+            "--think: {} has no keying or think times (TPC-C's terminals have them)",
+            workload.name()
+        ))),
+    }
+}
+
 /// Runs `workload` on `db` once: `spec.clients` clients, warm-up, then
 /// `spec.duration` measured. `seed` makes the clients' random choices
 /// (client i draws from stream i of it).
@@ -412,15 +424,8 @@ pub fn run_once(
             spec.clients, spec.duration
         )));
     }
-    if spec.think
-        && workload
-            .pauses(&Rng::new(seed, 0), &mut Rng::new(seed, 1))
-            .is_none()
-    {
-        return Err(Error::Invalid(format!(
-            "--think: {} has no keying or think times (TPC-C's terminals have them)",
-            workload.name()
-        )));
+    if spec.think {
+        has_pauses(workload)?;
     }
     let tables = workload.tables(db)?;
     // Before the clients start, so that the probe meets a quiet engine.

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 use untorn::lab::adaptive::{self, Repeats};
 use untorn::lab::compare::{run_plan, BenchConfig, BenchPlan, Progress};
-use untorn::lab::runner::RunSpec;
-use untorn::lab::workload::Scale;
+use untorn::lab::runner::{has_pauses, RunSpec};
+use untorn::lab::workload::{by_name, Scale};
 use untorn::lab::{regime, report};
 use untorn::protect::double_writes::AreaSettings;
 use untorn::settings::{parse_size, ChecksumAlgorithm, TornPageProtection, WalCompression};
@@ -439,11 +439,20 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             )));
         }
     }
-    // Before any load: only TPC-C models a terminal's user.
-    if let Some(w) = a.workload.iter().find(|w| a.think && w.as_str() != "tpcc") {
-        return Err(Error::Invalid(format!(
-            "--think: {w} has no keying or think times (TPC-C's terminals have them)"
-        )));
+    let scale = Scale {
+        scale: a.scale,
+        tables: a.tables,
+        table_size: a.table_size,
+        warehouses: a.warehouses,
+        tpcc_items: a.tpcc_items,
+        tpcc_customers: a.tpcc_customers,
+        ..Scale::default()
+    };
+    // Before any load, by the same rule the runner applies.
+    if a.think {
+        for w in &a.workload {
+            has_pauses(by_name(w, &scale)?.as_ref())?;
+        }
     }
     let repeats = repeats(a)?;
     if a.clients.contains(&0) || a.duration <= 0.0 {
@@ -455,15 +464,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
     let plan = BenchPlan {
         workloads: a.workload.clone(),
         configs: configs.clone(),
-        scale: Scale {
-            scale: a.scale,
-            tables: a.tables,
-            table_size: a.table_size,
-            warehouses: a.warehouses,
-            tpcc_items: a.tpcc_items,
-            tpcc_customers: a.tpcc_customers,
-            ..Scale::default()
-        },
+        scale,
         spec: RunSpec {
             clients: a.clients[0],
             warmup: Duration::from_secs_f64(a.warmup.max(0.0)),
