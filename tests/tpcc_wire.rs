@@ -43,4 +43,21 @@ fn the_wire_driver_loads_runs_and_checks_tpcc_on_untorn_serve() {
     untorn(["tpcc", "--url", &url, "check"])
         .expect_code(1)
         .expect_stdout("FAILED: tpcc consistency condition 1 broken");
+
+    // A customer gone (no transaction deletes one) is found too: a load or
+    // an engine that loses rows fails the check, not a later run.
+    psql(
+        serve.port,
+        "update warehouse set w_ytd = w_ytd - 1 where w_id = 2",
+    );
+    untorn(["tpcc", "--url", &url, "check"]).expect_code(0);
+    psql(
+        serve.port,
+        "delete from customer where c_w_id = 2 and c_d_id = 3 and c_id = 7",
+    );
+    untorn(["tpcc", "--url", &url, "check"])
+        .expect_code(1)
+        .expect_stdout(
+        "FAILED: tpcc row count broken: warehouse 2 district 3: 29 customer rows, the load made 30",
+    );
 }

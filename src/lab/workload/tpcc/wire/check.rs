@@ -1,7 +1,9 @@
 //! Consistency conditions 1 to 4 (clause 3.3.2) through SQL, as
 //! [`crate::lab::workload::tpcc::check`] on the embedded tables, with
 //! point reads and primary-key prefixes only; sums over int8 are taken
-//! in the client, from the rows.
+//! in the client, from the rows. Also the tables no transaction adds to
+//! or deletes from (item, stock, customer) hold the rows the load made:
+//! a load that lost rows is found at once, not by a run failing later.
 
 use super::{loaded_scale, Conn, Result, Ty};
 
@@ -13,6 +15,52 @@ pub struct Checked {
 }
 
 pub fn check(c: &mut Conn) -> Result<Checked> {
+    let mut checked = check_conditions(c)?;
+    checked.broken.extend(row_counts(c)?);
+    Ok(checked)
+}
+
+/// The fixed tables' rows against the loaded scale: customers per
+/// district, stock per warehouse, items; a broken count as a line.
+pub fn row_counts(c: &mut Conn) -> Result<Vec<String>> {
+    let scale = loaded_scale(c)?;
+    let i4 = |n| vec![Ty::I4; n];
+    let count = |c: &mut Conn, sql: &str, params: &[i32]| -> Result<i64> {
+        let st = c.prepare(sql, &i4(params.len()))?;
+        let p: Vec<&dyn super::value::Param> = params
+            .iter()
+            .map(|v| v as &dyn super::value::Param)
+            .collect();
+        st.get(&st.one(c, &p)?, 0)
+    };
+    let mut broken = Vec::new();
+    let mut expect = |at: String, table: &str, found: i64, loaded: u32| {
+        if found != i64::from(loaded) {
+            broken.push(format!(
+                "tpcc row count broken: {at}: {found} {table} rows, the load made {loaded}"
+            ));
+        }
+    };
+    let items = count(c, "SELECT count(*) FROM item", &[])?;
+    expect("item".into(), "item", items, scale.items);
+    for w in 1..=scale.warehouses as i32 {
+        let stock = count(c, "SELECT count(*) FROM stock WHERE s_w_id = $1", &[w])?;
+        expect(format!("warehouse {w}"), "stock", stock, scale.items);
+        for d in 1..=10i32 {
+            let sql = "SELECT count(*) FROM customer WHERE c_w_id = $1 AND c_d_id = $2";
+            let n = count(c, sql, &[w, d])?;
+            expect(
+                format!("warehouse {w} district {d}"),
+                "customer",
+                n,
+                scale.customers,
+            );
+        }
+    }
+    Ok(broken)
+}
+
+fn check_conditions(c: &mut Conn) -> Result<Checked> {
     let scale = loaded_scale(c)?;
     let i4 = |n| vec![Ty::I4; n];
     let w_ytd = c.prepare("SELECT w_ytd FROM warehouse WHERE w_id = $1", &i4(1))?;

@@ -179,7 +179,15 @@ impl Conn {
                     message: e.to_string(),
                     statement: sql.clone(),
                 })?;
-                return w.finish().at(&sql).map(|_| ());
+                let stored = w.finish().at(&sql)?;
+                // A server that acknowledges fewer rows than were sent lost some.
+                if stored != text.rows {
+                    return Err(WireError::Invalid(format!(
+                        "{sql}: the server stored {stored} of {} rows",
+                        text.rows
+                    )));
+                }
+                return Ok(());
             }
             Conn::MySql(c) => c,
         };
