@@ -264,18 +264,21 @@ fn a_patch_is_applied_to_a_copy_and_keys_the_build() {
     );
 
     // The patched source is a copy; the tree given stays as it was.
-    let out = run(
-        &cache,
-        "pg-build",
-        &[
-            "pg15-sort",
-            "--source",
-            src_s,
-            "--patch",
-            patch_s,
-            "--source-only",
-        ],
-    );
+    let source_only = || {
+        run(
+            &cache,
+            "pg-build",
+            &[
+                "pg15-sort",
+                "--source",
+                src_s,
+                "--patch",
+                patch_s,
+                "--source-only",
+            ],
+        )
+    };
+    let out = source_only();
     assert!(out.status.success(), "{out:?}");
     let copy = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
     assert!(copy.starts_with(&cache), "{copy:?}");
@@ -297,18 +300,7 @@ fn a_patch_is_applied_to_a_copy_and_keys_the_build() {
         &["pg15-sort", "--source", src_s, "--patch", patch_s],
     );
     assert_ne!(other["key"], patched["key"]);
-    let out = run(
-        &cache,
-        "pg-build",
-        &[
-            "pg15-sort",
-            "--source",
-            src_s,
-            "--patch",
-            patch_s,
-            "--source-only",
-        ],
-    );
+    let out = source_only();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("does not apply"), "{err}");
