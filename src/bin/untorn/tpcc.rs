@@ -99,7 +99,7 @@ pub fn run(args: &TpccArgs) -> untorn::Result<ExitCode> {
                 rows.join(", ")
             );
             // Every COPY was acknowledged; what the server kept is counted.
-            let broken = check::row_counts(&mut config.connect()?)?;
+            let broken = check::row_counts(&mut config.connect()?, &t)?;
             for line in &broken {
                 println!("FAILED: {line}");
             }

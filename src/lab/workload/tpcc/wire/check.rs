@@ -6,6 +6,7 @@
 //! a load that lost rows is found at once, not by a run failing later.
 
 use super::{loaded_scale, Conn, Result, Ty};
+use crate::lab::workload::tpcc::Tpcc;
 
 /// What the check read, and each broken condition as a line.
 pub struct Checked {
@@ -15,15 +16,16 @@ pub struct Checked {
 }
 
 pub fn check(c: &mut Conn) -> Result<Checked> {
-    let mut checked = check_conditions(c)?;
-    checked.broken.extend(row_counts(c)?);
+    let scale = loaded_scale(c)?;
+    let mut checked = check_conditions(c, &scale)?;
+    checked.broken.extend(row_counts(c, &scale)?);
     Ok(checked)
 }
 
-/// The fixed tables' rows against the loaded scale: customers per
-/// district, stock per warehouse, items; a broken count as a line.
-pub fn row_counts(c: &mut Conn) -> Result<Vec<String>> {
-    let scale = loaded_scale(c)?;
+/// The fixed tables' rows against `scale` (what the load made, or what
+/// [`loaded_scale`] found): customers per district, stock per warehouse,
+/// items; a broken count as a line.
+pub fn row_counts(c: &mut Conn, scale: &Tpcc) -> Result<Vec<String>> {
     let i4 = |n| vec![Ty::I4; n];
     let count = |c: &mut Conn, sql: &str, params: &[i32]| -> Result<i64> {
         let st = c.prepare(sql, &i4(params.len()))?;
@@ -60,8 +62,7 @@ pub fn row_counts(c: &mut Conn) -> Result<Vec<String>> {
     Ok(broken)
 }
 
-fn check_conditions(c: &mut Conn) -> Result<Checked> {
-    let scale = loaded_scale(c)?;
+fn check_conditions(c: &mut Conn, scale: &Tpcc) -> Result<Checked> {
     let i4 = |n| vec![Ty::I4; n];
     let w_ytd = c.prepare("SELECT w_ytd FROM warehouse WHERE w_id = $1", &i4(1))?;
     let district = c.prepare(
