@@ -93,7 +93,8 @@ pub fn fits(leaf: &[u8], pending: &[Pending<'_>]) -> bool {
 
 /// Splits the leaf covering `key` (and as many ancestors as needed) so
 /// that `pending`, the changes a commit wants to make to that leaf, get
-/// closer to fitting. Returns without a change if they already fit.
+/// closer to fitting. Returns whether it split: false when they already
+/// fit or the leaf no longer covers `key` (another commit changed it).
 pub fn split_leaf(
     tree: &Tree<'_>,
     wal: &Wal,
@@ -101,7 +102,7 @@ pub fn split_leaf(
     key: &[u8],
     pending: &[Pending<'_>],
     who: Issuer,
-) -> Result<()> {
+) -> Result<bool> {
     let _structure = smo.lock();
     let pool = tree.pool;
     let (_, height) = tree.root(who)?;
@@ -131,7 +132,7 @@ pub fn split_leaf(
     let pending: Vec<Pending<'_>> = {
         let leaf = latched[leaf_idx].bytes();
         if !is_node(leaf) || !node::is_leaf(leaf) || !node::covers(leaf, key) {
-            return Ok(()); // changed meanwhile: the caller looks again
+            return Ok(false); // changed meanwhile: the caller looks again
         }
         let mine: Vec<Pending<'_>> = pending
             .iter()
@@ -142,7 +143,7 @@ pub fn split_leaf(
             })
             .collect();
         if fits(leaf, &mine) {
-            return Ok(());
+            return Ok(false);
         }
         mine
     };
@@ -233,7 +234,7 @@ pub fn split_leaf(
     all.extend(latched.into_iter().filter(|p| p.is_marked_dirty()));
     all.extend(new_pages);
     log_images(pool, wal, &mut all)?;
-    Ok(())
+    Ok(true)
 }
 
 struct PathStep<'a> {

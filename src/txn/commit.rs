@@ -116,71 +116,80 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
 }
 
 /// Finds (splitting where needed) and pins the leaf of every write.
+///
+/// Each round groups the writes by leaf, then splits every leaf that
+/// cannot take its changes. A commit into an empty key range needs as many
+/// splits as new leaves (over a thousand for a COPY of wide rows), so only
+/// rounds in which none of ours split count toward giving up: those mean
+/// other commits kept changing the leaves first.
 fn prepare<'a>(
     tx: &'a Transaction<'_>,
     writes: &[(u32, &[u8], &RowChange)],
 ) -> Result<Vec<LeafGroup<'a>>> {
     let db = &*tx.engine;
-    'round: for _ in 0..MAX_ROUNDS {
-        let mut groups: Vec<LeafGroup<'a>> = Vec::new();
-        for (i, (file_id, key, _)) in writes.iter().enumerate() {
-            if let Some(g) = groups.last_mut() {
-                if g.pin.id().file_id == *file_id && covers_now(&g.pin, key) {
-                    g.writes.push(i);
-                    continue;
-                }
-            }
-            // Every leaf stays pinned until the commit is applied: bound
-            // them, so one transaction cannot exhaust the buffer pool.
-            let max_leaves = db.pool.nframes() / 2;
-            if groups.len() >= max_leaves {
-                return Err(Error::Invalid(format!(
-                    "transaction {} touches more than {max_leaves} leaf pages, half of the buffer pool's {} frames, \
-                     which it must hold at once to commit: commit in smaller transactions or raise buffer_pool_size",
-                    tx.xid,
-                    db.pool.nframes()
-                )));
-            }
-            let tree = Tree::new(&db.pool, *file_id);
-            let pin = tree.find_leaf(key, Issuer::Client)?;
-            groups.push(LeafGroup {
-                pin,
-                writes: vec![i],
-            });
+    let mut stalled_rounds = 0;
+    while stalled_rounds < MAX_ROUNDS {
+        let groups = group_by_leaf(tx, writes)?;
+        let full: Vec<(u32, &[u8], Vec<Pending<'_>>)> = groups
+            .iter()
+            .filter_map(|g| {
+                let pending = pending_of(g, writes);
+                let (file_id, key, _) = writes[g.writes[0]];
+                (!fits(pin_read(&g.pin).bytes(), &pending)).then_some((file_id, key, pending))
+            })
+            .collect();
+        if full.is_empty() {
+            return Ok(groups);
         }
-        for g in &groups {
-            let pending = pending_of(g, writes);
-            let fits_now = {
-                let r = pin_read(&g.pin);
-                fits(r.bytes(), &pending)
-            };
-            if !fits_now {
-                let file_id = g.pin.id().file_id;
-                let key = writes[g.writes[0]].1.to_vec();
-                drop(groups);
-                let tree = Tree::new(&db.pool, file_id);
-                let pending = pending_owned(writes, file_id);
-                let pending: Vec<Pending<'_>> = pending
-                    .iter()
-                    .map(|(k, b)| Pending { key: k, bytes: *b })
-                    .collect();
-                split_leaf(
-                    &tree,
-                    &db.wal,
-                    &db.smo_lock(file_id),
-                    &key,
-                    &pending,
-                    Issuer::Client,
-                )?;
-                continue 'round;
-            }
+        // The splits latch these leaves: no pin of ours may be read-held.
+        drop(groups);
+        let mut split_any = false;
+        for (file_id, key, pending) in full {
+            let tree = Tree::new(&db.pool, file_id);
+            let smo = db.smo_lock(file_id);
+            split_any |= split_leaf(&tree, &db.wal, &smo, key, &pending, Issuer::Client)?;
         }
-        return Ok(groups);
+        stalled_rounds = if split_any { 0 } else { stalled_rounds + 1 };
     }
     Err(Error::Invalid(format!(
-        "transaction {}: leaves kept filling up during prepare",
+        "transaction {}: for {MAX_ROUNDS} rounds other commits filled or split its leaves first",
         tx.xid
     )))
+}
+
+/// Groups the writes (in key order) by the leaf that covers each, pinned.
+fn group_by_leaf<'a>(
+    tx: &'a Transaction<'_>,
+    writes: &[(u32, &[u8], &RowChange)],
+) -> Result<Vec<LeafGroup<'a>>> {
+    let db = &*tx.engine;
+    let mut groups: Vec<LeafGroup<'a>> = Vec::new();
+    for (i, (file_id, key, _)) in writes.iter().enumerate() {
+        if let Some(g) = groups.last_mut() {
+            if g.pin.id().file_id == *file_id && covers_now(&g.pin, key) {
+                g.writes.push(i);
+                continue;
+            }
+        }
+        // Every leaf stays pinned until the commit is applied: bound
+        // them, so one transaction cannot exhaust the buffer pool.
+        let max_leaves = db.pool.nframes() / 2;
+        if groups.len() >= max_leaves {
+            return Err(Error::Invalid(format!(
+                "transaction {} touches more than {max_leaves} leaf pages, half of the buffer pool's {} frames, \
+                 which it must hold at once to commit: commit in smaller transactions or raise buffer_pool_size",
+                tx.xid,
+                db.pool.nframes()
+            )));
+        }
+        let tree = Tree::new(&db.pool, *file_id);
+        let pin = tree.find_leaf(key, Issuer::Client)?;
+        groups.push(LeafGroup {
+            pin,
+            writes: vec![i],
+        });
+    }
+    Ok(groups)
 }
 
 /// Refuses a commit whose record could exceed the WAL's limits, and
@@ -254,16 +263,6 @@ fn pending_of<'w>(g: &LeafGroup<'_>, writes: &[(u32, &'w [u8], &RowChange)]) -> 
             key: writes[i].1,
             bytes: space_needed(writes[i].1, writes[i].2),
         })
-        .collect()
-}
-
-/// The pending changes of a file, owned, for a split made after the
-/// group's pins are gone; split_leaf keeps those its leaf covers.
-fn pending_owned(writes: &[(u32, &[u8], &RowChange)], file_id: u32) -> Vec<(Vec<u8>, usize)> {
-    writes
-        .iter()
-        .filter(|(f, _, _)| *f == file_id)
-        .map(|(_, k, c)| (k.to_vec(), space_needed(k, c)))
         .collect()
 }
 

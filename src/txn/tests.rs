@@ -158,3 +158,57 @@ fn many_threads_incrementing_one_row_never_retry() {
     assert_eq!(sum, THREADS * EACH);
     assert_eq!(retries.into_inner(), 0);
 }
+
+/// One transaction whose rows need more new leaves than prepare had
+/// rounds (it split one leaf per round and gave up after 1,000 rounds):
+/// 9,000 rows of 1,200 bytes, six to a leaf, into an empty table, as a
+/// COPY of wide rows into a fresh table over the wire. Each split is
+/// progress; only rounds without any may end a commit.
+#[test]
+fn a_commit_needing_over_a_thousand_splits_commits() {
+    let (_dir, db) = new_db(Options::default());
+    let t = db.create_table("t").unwrap();
+    let rows = 9_000u64;
+    let mut tx = db.begin();
+    for k in 0..rows {
+        tx.insert(&t, &key_u64(k), &[k as u8; 1_200]).unwrap();
+    }
+    tx.commit().unwrap();
+    assert_wide_rows(&db, &t, rows);
+    db.close().unwrap();
+}
+
+/// Six transactions of 800 wide rows each, into adjacent key ranges of one
+/// empty table at once (the wire load's concurrent COPYs of customer): each
+/// needs hundreds of splits of leaves the others split too. All commit.
+#[test]
+fn concurrent_big_commits_into_one_empty_table_all_commit() {
+    let (_dir, db) = new_db(Options::default());
+    let t = db.create_table("t").unwrap();
+    let (threads, rows) = (6u64, 800u64);
+    std::thread::scope(|s| {
+        for n in 0..threads {
+            let (db, t) = (&db, &t);
+            s.spawn(move || {
+                let mut tx = db.begin();
+                for k in n * rows..(n + 1) * rows {
+                    tx.insert(t, &key_u64(k), &[k as u8; 1_200]).unwrap();
+                }
+                tx.commit().unwrap();
+            });
+        }
+    });
+    assert_wide_rows(&db, &t, threads * rows);
+    db.close().unwrap();
+}
+
+/// Table `t` holds keys 0..rows, key k with 1,200 bytes of k as u8.
+fn assert_wide_rows(db: &Database, t: &crate::Table, rows: u64) {
+    let tx = db.begin();
+    let all = tx.scan(t, &[], None, usize::MAX).unwrap();
+    assert_eq!(all.len() as u64, rows);
+    for (k, (key, v)) in all.iter().enumerate() {
+        assert_eq!(key.as_slice(), key_u64(k as u64));
+        assert_eq!(v.as_slice(), [k as u8; 1_200]);
+    }
+}
