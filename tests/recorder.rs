@@ -182,13 +182,15 @@ fn a_torn_write_leaves_each_sector_old_or_new() {
 /// `untorn serve` on `db`, under the recorder when `record` names the
 /// library and log; returns it and its port.
 fn serve(db: &Path, record: Option<(&Path, &Path)>) -> (std::process::Child, u16) {
-    let mut c = common::serve_command(db);
-    c.args([
-        "--torn-page-protection",
-        "full_pages",
-        "--checkpoint-timeout",
-        "1",
-    ]);
+    let mut c = common::serve_command(
+        db,
+        &[
+            "--torn-page-protection",
+            "full_pages",
+            "--checkpoint-timeout",
+            "1",
+        ],
+    );
     if let Some((lib, log_path)) = record {
         recorder::under_recorder(&mut c, lib, db, log_path);
     }

@@ -61,3 +61,29 @@ fn the_wire_driver_loads_runs_and_checks_tpcc_on_untorn_serve() {
         "FAILED: tpcc row count broken: warehouse 2 district 3: 29 customer rows, the load made 30",
     );
 }
+
+/// A COPY whose commit fails is a failed load. rust-postgres's COPY
+/// returns at CommandComplete and never reads the Sync after it, where an
+/// implicit transaction commits: a load over a buffer pool too small for
+/// a COPY's commit (half its 32 frames: 16 leaves) exited 0 having stored
+/// no stock at all. The driver's COPY commits in its own block now.
+#[test]
+fn a_copy_whose_commit_fails_fails_the_load() {
+    let serve = Serve::start(&["--buffer-pool", "256kB"]);
+    let url = format!("postgres://bench@127.0.0.1:{}/bench", serve.port);
+    untorn([
+        "tpcc",
+        "--url",
+        &url,
+        "load",
+        "--warehouses",
+        "1",
+        "--tpcc-items",
+        "1000",
+        "--tpcc-customers",
+        "30",
+    ])
+    .expect_code(2)
+    .expect_stderr("touches more than 16 leaf pages")
+    .expect_stderr("statement: COMMIT");
+}

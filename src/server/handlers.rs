@@ -292,6 +292,15 @@ impl ExtendedQueryHandler for Connection {
     {
         let committed = self.session.lock().sync();
         if let Err(e) = committed {
+            // Some clients never read what follows a statement's
+            // CommandComplete (rust-postgres's COPY returns there): a
+            // commit that failed at Sync must be in the log too.
+            let pid = self.pid.lock().map_or("?".to_string(), |p| p.to_string());
+            tracing::warn!(
+                "backend {pid}: an implicit transaction failed to commit at Sync: {} ({})",
+                e.message,
+                e.code
+            );
             let info = error_info(e);
             client
                 .feed(PgWireBackendMessage::ErrorResponse(info.into()))

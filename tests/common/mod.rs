@@ -167,12 +167,17 @@ pub fn untorn_on(command: &str, dir: &Path, flags: &[&str]) -> Run {
     untorn(args)
 }
 
-/// `untorn serve DIR` on a free loopback port, not yet started.
-pub fn serve_command(dir: &Path) -> Command {
+/// `untorn serve DIR EXTRA...` on a free loopback port, not yet started;
+/// a 32 MB buffer pool unless `extra` names one.
+pub fn serve_command(dir: &Path, extra: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_untorn"));
     c.arg("serve")
         .arg(dir)
-        .args(["--listen", "127.0.0.1:0", "--buffer-pool", "32MB"]);
+        .args(["--listen", "127.0.0.1:0"])
+        .args(extra);
+    if !extra.contains(&"--buffer-pool") {
+        c.args(["--buffer-pool", "32MB"]);
+    }
     c
 }
 
@@ -185,8 +190,7 @@ pub fn serve_expecting_refusal(dir: &Path) -> Run {
 
 /// [`serve_expecting_refusal`] with `extra` flags.
 pub fn serve_expecting_refusal_with(dir: &Path, extra: &[&str]) -> Run {
-    let mut child = serve_command(dir)
-        .args(extra)
+    let mut child = serve_command(dir, extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

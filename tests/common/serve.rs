@@ -29,8 +29,7 @@ impl Serve {
     /// A server on the database in `dir` (created if missing); returns
     /// once its first line says it has opened the database and listens.
     pub fn start_in(dir: &Path, extra: &[&str]) -> Serve {
-        let mut child = super::serve_command(dir)
-            .args(extra)
+        let mut child = super::serve_command(dir, extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
