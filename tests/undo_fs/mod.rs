@@ -12,6 +12,9 @@
 //! bytes are still there (putting them back changes nothing); a kill
 //! between an fsync and its marker undoes writes that were durable, but
 //! nothing relied on them yet (the marker precedes the fsync's return).
+//! A kill during an entry's append (a write of many pages stops at a fatal
+//! signal) cuts it short; the next `UndoFs` on the journal drops it before
+//! appending its own.
 //! Directory operations are not undone: the engine fsyncs a new file and
 //! its directory before it relies on the name.
 
@@ -78,6 +81,15 @@ impl UndoFs {
             .append(true)
             .open(journal)
             .expect("undo journal");
+        // A process killed while appending an entry (a write of many pages
+        // stops at a fatal signal) leaves it cut short. Appended after, our
+        // entries would be read as its missing bytes, and a power loss
+        // would put those bytes into its file: drop it first. Its write
+        // never happened (the entry precedes the write).
+        let (_, complete) = read_entries(journal);
+        if out.metadata().expect("undo journal").len() > complete {
+            out.set_len(complete).expect("undo journal");
+        }
         UndoFs {
             inner: Arc::new(untorn::file::posix::PosixFileSystem::default()),
             journal: Arc::new(Journal {
@@ -184,7 +196,8 @@ struct Entry {
     old: Vec<u8>,
 }
 
-fn read_entries(journal: &Path) -> Vec<Entry> {
+/// The journal's complete entries, and the bytes they take.
+fn read_entries(journal: &Path) -> (Vec<Entry>, u64) {
     let mut bytes = Vec::new();
     if let Ok(mut f) = std::fs::File::open(journal) {
         f.read_to_end(&mut bytes).expect("undo journal");
@@ -198,6 +211,7 @@ fn read_entries(journal: &Path) -> Vec<Entry> {
     };
     let u32_of = |v: Vec<u8>| u32::from_le_bytes(v.try_into().unwrap()) as usize;
     let u64_of = |v: Vec<u8>| u64::from_le_bytes(v.try_into().unwrap());
+    let mut complete = 0;
     // A kill can cut the last entry short: it ends the journal.
     while let Some(kind) = take(1, &mut at) {
         let Some(plen) = take(4, &mut at).map(u32_of) else {
@@ -223,15 +237,16 @@ fn read_entries(journal: &Path) -> Vec<Entry> {
             old_len,
             old,
         });
+        complete = at as u64;
     }
-    out
+    (out, complete)
 }
 
 /// Cuts the power: undoes, newest first, every journaled change that its
 /// file's fsync did not follow, then empties the journal. Returns how
 /// many changes were undone.
 pub fn power_loss(journal: &Path) -> usize {
-    let entries = read_entries(journal);
+    let (entries, _) = read_entries(journal);
     let mut synced_after: std::collections::HashSet<PathBuf> = Default::default();
     let mut undone = 0;
     for e in entries.iter().rev() {
