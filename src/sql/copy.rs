@@ -3,6 +3,7 @@
 //! state of a session's COPY in progress (the session's side:
 //! session_copy.rs).
 
+use super::bulk_undo::LoadedKeys;
 use super::catalog::TableMeta;
 use super::exec::Tx;
 use super::types::{codes, SqlError, Value};
@@ -81,6 +82,9 @@ pub(super) struct CopyState {
     /// The autocommit COPY's own transaction, or a batch's.
     pub(super) tx: Option<Tx>,
     pub(super) in_batch: usize,
+    /// Batched outside a block: the keys of the rows loaded, which a
+    /// failure deletes (bulk_undo.rs).
+    pub(super) loaded: Option<LoadedKeys>,
 }
 
 #[cfg(test)]

@@ -213,7 +213,12 @@ fn index_entry(def: &IndexDef, row: &[Value], key: &[u8]) -> Vec<u8> {
     index_key(def.columns.0.iter().map(|&c| &row[c]), key)
 }
 
-pub fn insert_row(sink: &mut Sink<'_>, meta: &TableMeta, row: &[Value]) -> Result<(), SqlError> {
+/// Inserts `row` and its index entries; returns its engine key.
+pub fn insert_row(
+    sink: &mut Sink<'_>,
+    meta: &TableMeta,
+    row: &[Value],
+) -> Result<Vec<u8>, SqlError> {
     let key = row_key(meta, row);
     let tx = sink.tx();
     tx.insert(&meta.rows, &key, &encode_row(&meta.types, row))
@@ -222,7 +227,23 @@ pub fn insert_row(sink: &mut Sink<'_>, meta: &TableMeta, row: &[Value]) -> Resul
         tx.insert(t, &index_entry(def, row, &key), b"")
             .map_err(engine_err)?;
     }
-    sink.row_done()
+    sink.row_done()?;
+    Ok(key)
+}
+
+/// Deletes the row keyed `key`, whose values are `old`, and its index entries.
+pub fn delete_row(
+    tx: &mut Tx,
+    meta: &TableMeta,
+    key: &[u8],
+    old: &[Value],
+) -> Result<(), SqlError> {
+    tx.delete(&meta.rows, key).map_err(engine_err)?;
+    for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
+        tx.delete(t, &index_entry(def, old, key))
+            .map_err(engine_err)?;
+    }
+    Ok(())
 }
 
 fn dup(e: crate::Error, meta: &TableMeta, row: &[Value]) -> SqlError {
@@ -497,11 +518,7 @@ pub fn delete(
 ) -> Result<u64, SqlError> {
     let mut n = 0;
     for (key, old) in matching(tx, meta, access, filter, cx, true, None)? {
-        tx.delete(&meta.rows, &key).map_err(engine_err)?;
-        for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
-            tx.delete(t, &index_entry(def, &old, &key))
-                .map_err(engine_err)?;
-        }
+        delete_row(tx, meta, &key, &old)?;
         n += 1;
     }
     Ok(n)

@@ -16,9 +16,11 @@
 //! - `session`: transaction blocks and executing each plan; `implicit`:
 //!   the extended protocol's implicit transactions and a session's end;
 //! - `copy`: COPY FROM STDIN, its text decoder and a session's COPY state;
+//!   `bulk_undo`: what a failed autocommit bulk load deletes;
 //! - `timestamp`: the `timestamp` type's text form and the clock.
 
 mod budget;
+mod bulk_undo;
 mod catalog;
 mod copy;
 mod ddl;
@@ -38,6 +40,8 @@ mod session;
 mod session_copy;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_bulk;
 #[cfg(test)]
 mod tests_concurrent;
 #[cfg(test)]

@@ -8,9 +8,12 @@
 //! generate_series) into a table created or truncated in the block, or
 //! into an empty table outside one, are written in batched transactions
 //! of their own, as PostgreSQL's COPY FREEZE: if the block then rolls
-//! back, or the load fails, the table is truncated again.
+//! back, the table is truncated again; if a load outside a block fails,
+//! the rows it committed are deleted by key, and no one else's
+//! (bulk_undo.rs).
 
 use super::budget::ParseBudget;
+use super::bulk_undo::LoadedKeys;
 use super::catalog::{Catalog, TableMeta};
 use super::copy::CopyState;
 use super::ddl;
@@ -225,6 +228,17 @@ impl Session {
         }
     }
 
+    /// Deletes what an autocommit bulk load into `meta` committed before
+    /// it failed (bulk_undo.rs).
+    pub(super) fn undo_loaded(&self, meta: &TableMeta, loaded: &LoadedKeys) {
+        if let Err(e) = loaded.undo(&self.engine.db, meta) {
+            tracing::warn!(
+                "could not delete the rows a failed load committed into {}: {e}",
+                meta.def.name
+            );
+        }
+    }
+
     pub(super) fn undo_bulk(&mut self) {
         for t in std::mem::take(&mut self.batched) {
             let _ddl = self.engine.ddl.lock();
@@ -388,6 +402,8 @@ impl Session {
                     batched,
                     tx: None,
                     in_batch: 0,
+                    loaded: (batched && !matches!(self.state, State::Block(_)))
+                        .then(LoadedKeys::default),
                 });
                 Ok(Outcome::CopyIn {
                     columns: targets.len(),
@@ -405,6 +421,8 @@ impl Session {
                     return cmd("INSERT 0 0");
                 };
                 let batched = self.bulk_ok(&meta)?;
+                let in_block = matches!(self.state, State::Block(_));
+                let mut loaded = (batched && !in_block).then(LoadedKeys::default);
                 let mut n = 0u64;
                 let mut load = |sink: &mut Sink<'_>| -> Result<(), SqlError> {
                     for x in a..=b {
@@ -414,7 +432,10 @@ impl Session {
                             .map(|e| e.eval(&[Value::Int(x)], &cx))
                             .collect::<Result<Vec<_>, _>>()?;
                         let row = exec::build_row(&meta, targets, vals)?;
-                        exec::insert_row(sink, &meta, &row)?;
+                        let key = exec::insert_row(sink, &meta, &row)?;
+                        if let Some(l) = &mut loaded {
+                            l.push(table, &key)?;
+                        }
                         n += 1;
                     }
                     Ok(())
@@ -422,15 +443,18 @@ impl Session {
                 if batched {
                     let mut sink = Sink::batched(db, &meta);
                     let r = load(&mut sink).and_then(|_| sink.finish());
-                    self.batched.insert(table.clone());
-                    if let Err(e) = r {
-                        if matches!(self.state, State::Idle) {
-                            self.undo_bulk();
+                    match (r, loaded) {
+                        (Err(e), Some(loaded)) => {
+                            self.undo_loaded(&meta, &loaded);
+                            return Err(e);
                         }
-                        return Err(e);
-                    }
-                    if matches!(self.state, State::Idle) {
-                        self.batched.clear();
+                        (r, _) if in_block => {
+                            // Emptied if the block rolls back (the block
+                            // created or truncated the table).
+                            self.batched.insert(table.clone());
+                            r?;
+                        }
+                        (r, _) => r?,
                     }
                 } else {
                     self.with_tx(&stop, |tx| load(&mut Sink::Tx(tx)))?;

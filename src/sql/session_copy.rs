@@ -38,10 +38,14 @@ impl Session {
                     std::mem::swap(tx, &mut c.tx);
                     *in_tx = c.in_batch;
                 }
-                exec::insert_row(&mut sink, &c.meta, &row)?;
+                let inserted = exec::insert_row(&mut sink, &c.meta, &row);
                 if let Sink::Batched { tx, in_tx, .. } = sink {
                     c.tx = tx;
                     c.in_batch = in_tx;
+                }
+                let key = inserted?;
+                if let Some(loaded) = &mut c.loaded {
+                    loaded.push(&c.meta.def.name, &key)?;
                 }
             } else {
                 match &mut self.state {
@@ -64,7 +68,9 @@ impl Session {
         if let Some(t) = c.tx {
             t.abort();
         }
-        if c.batched {
+        if let Some(loaded) = &c.loaded {
+            self.undo_loaded(&c.meta, loaded);
+        } else if c.batched {
             self.batched.insert(c.meta.def.name.clone());
         }
         if matches!(self.state, State::Block(_)) {

@@ -1,0 +1,110 @@
+//! What an autocommit bulk load committed, to undo exactly that.
+//!
+//! A COPY (or INSERT ... generate_series) into an empty table outside a
+//! block commits in batches (exec::Sink::Batched): one transaction could
+//! not hold a big load. If it then fails, its committed batches must go.
+//! Emptying the table would take other sessions' rows too: a second loader
+//! that also found the table empty, or any insert committed meanwhile. So
+//! the load keeps the keys of the rows it inserted and a failure deletes
+//! those rows, with their index entries, and nothing else.
+//!
+//! The keys are bounded ([`MAX_KEY_BYTES`]): a client may not make the
+//! server hold unbounded memory. A load past the bound fails (54000) and is
+//! undone; a load in a block into a table created or truncated in it keeps
+//! nothing (its undo empties the table, which only that block wrote).
+
+use super::catalog::TableMeta;
+use super::engine_err;
+use super::exec::{self, Tx};
+use super::row::decode_row;
+use super::types::{codes, SqlError};
+use crate::Database;
+
+/// The most key bytes (with a 4-byte length each) one load keeps.
+pub const MAX_KEY_BYTES: usize = 64 << 20;
+
+#[derive(Default)]
+pub struct LoadedKeys {
+    /// Each key as its length (u32, little-endian), then its bytes.
+    bytes: Vec<u8>,
+}
+
+impl LoadedKeys {
+    /// Keeps a row's key, inserted by the load (committed or not yet).
+    pub fn push(&mut self, table: &str, key: &[u8]) -> Result<(), SqlError> {
+        if self.bytes.len() + 4 + key.len() > MAX_KEY_BYTES {
+            return Err(SqlError::new(
+                codes::PROGRAM_LIMIT_EXCEEDED,
+                format!(
+                    "a load into empty table \"{table}\" outside a transaction block keeps its rows' keys \
+                     to undo them on failure, and they passed {} MB: load it in a block that creates or \
+                     truncates the table first, or in several statements",
+                    MAX_KEY_BYTES >> 20
+                ),
+            ));
+        }
+        self.bytes
+            .extend_from_slice(&(key.len() as u32).to_le_bytes());
+        self.bytes.extend_from_slice(key);
+        Ok(())
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let len = u32::from_le_bytes(self.bytes.get(at..at + 4)?.try_into().ok()?) as usize;
+            let key = &self.bytes[at + 4..at + 4 + len];
+            at += 4 + len;
+            Some(key)
+        })
+    }
+
+    /// Deletes the load's rows still there (those of a batch that never
+    /// committed are not), in transactions of a batch each. Returns how
+    /// many it deleted.
+    pub fn undo(&self, db: &Database, meta: &TableMeta) -> Result<u64, SqlError> {
+        let batch = db.bulk_batch_rows() / (1 + meta.indexes.len()).max(1);
+        let mut deleted = 0;
+        let mut tx: Option<Tx> = None;
+        let mut in_tx = 0;
+        for key in self.keys() {
+            let t = tx.get_or_insert_with(|| db.begin_shared());
+            if let Some(bytes) = t.get_for_update(&meta.rows, key).map_err(engine_err)? {
+                let old = decode_row(&meta.types, &bytes)?;
+                exec::delete_row(t, meta, key, &old)?;
+                deleted += 1;
+            }
+            in_tx += 1;
+            if in_tx >= batch.max(1) {
+                in_tx = 0;
+                if let Some(t) = tx.take() {
+                    t.commit().map_err(engine_err)?;
+                }
+            }
+        }
+        if let Some(t) = tx {
+            t.commit().map_err(engine_err)?;
+        }
+        Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_come_back_in_order_and_the_bound_refuses() {
+        let mut k = LoadedKeys::default();
+        k.push("t", b"a").unwrap();
+        k.push("t", b"").unwrap();
+        k.push("t", b"ccc").unwrap();
+        let got: Vec<&[u8]> = k.keys().collect();
+        assert_eq!(got, [&b"a"[..], b"", b"ccc"]);
+        let big = vec![0u8; MAX_KEY_BYTES];
+        assert_eq!(
+            k.push("t", &big).unwrap_err().code,
+            codes::PROGRAM_LIMIT_EXCEEDED
+        );
+    }
+}
