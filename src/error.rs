@@ -128,6 +128,18 @@ pub enum Error {
     )]
     WriteSetFull { rows: usize, bytes: usize },
 
+    /// A commit would pin more leaves than half the buffer pool, which it
+    /// must hold at once to apply (SQLSTATE 54000 to SQL).
+    #[error(
+        "transaction {xid} touches more than {max_leaves} leaf pages, half of the buffer pool's {frames} frames, \
+         which it must hold at once to commit: commit in smaller transactions or raise buffer_pool_size"
+    )]
+    TooManyLeaves {
+        xid: u64,
+        max_leaves: usize,
+        frames: usize,
+    },
+
     /// The named table does not exist.
     #[error("table {0:?} does not exist")]
     NoSuchTable(String),

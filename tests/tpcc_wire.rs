@@ -84,6 +84,7 @@ fn a_copy_whose_commit_fails_fails_the_load() {
         "30",
     ])
     .expect_code(2)
+    .expect_stderr("SQLSTATE 54000: transaction")
     .expect_stderr("touches more than 16 leaf pages")
     .expect_stderr("statement: COMMIT");
 }

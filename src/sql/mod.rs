@@ -67,9 +67,10 @@ pub(crate) fn engine_err(e: Error) -> SqlError {
         Error::DuplicateKey { .. } => codes::UNIQUE_VIOLATION,
         Error::NoSuchTable(_) => codes::UNDEFINED_TABLE,
         Error::InUse { .. } => codes::OBJECT_IN_USE,
-        Error::TooLarge { .. } | Error::CommitTooLarge { .. } | Error::WriteSetFull { .. } => {
-            codes::PROGRAM_LIMIT_EXCEEDED
-        }
+        Error::TooLarge { .. }
+        | Error::CommitTooLarge { .. }
+        | Error::WriteSetFull { .. }
+        | Error::TooManyLeaves { .. } => codes::PROGRAM_LIMIT_EXCEEDED,
         _ if e.is_disk_full() => codes::DISK_FULL,
         Error::Corruption { .. } | Error::ChecksumMismatch { .. } => codes::DATA_CORRUPTED,
         Error::Io { .. } | Error::UnreadablePage { .. } => codes::IO_ERROR,

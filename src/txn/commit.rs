@@ -175,12 +175,11 @@ fn group_by_leaf<'a>(
         // them, so one transaction cannot exhaust the buffer pool.
         let max_leaves = db.pool.nframes() / 2;
         if groups.len() >= max_leaves {
-            return Err(Error::Invalid(format!(
-                "transaction {} touches more than {max_leaves} leaf pages, half of the buffer pool's {} frames, \
-                 which it must hold at once to commit: commit in smaller transactions or raise buffer_pool_size",
-                tx.xid,
-                db.pool.nframes()
-            )));
+            return Err(Error::TooManyLeaves {
+                xid: tx.xid,
+                max_leaves,
+                frames: db.pool.nframes(),
+            });
         }
         let tree = Tree::new(&db.pool, *file_id);
         let pin = tree.find_leaf(key, Issuer::Client)?;
