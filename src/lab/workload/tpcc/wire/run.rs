@@ -77,6 +77,9 @@ pub struct Summary {
     /// All five types per minute.
     pub tpm: f64,
     pub transactions: u64,
+    /// Every transaction the clients ended, the warm-up's included: what a
+    /// count over the whole run (a server's fsyncs) is per transaction of.
+    pub all_transactions: u64,
     pub rollbacks: u64,
     pub retries: u64,
     pub latency: Latency,
@@ -114,6 +117,8 @@ struct Totals {
     kinds: Vec<Histogram<u64>>,
     rollbacks: u64,
     retries: u64,
+    /// Transactions ended outside the measured window (the warm-up's).
+    unmeasured: u64,
 }
 
 impl Totals {
@@ -122,6 +127,7 @@ impl Totals {
             kinds: (0..KINDS.len()).map(|_| histogram()).collect(),
             rollbacks: 0,
             retries: 0,
+            unmeasured: 0,
         }
     }
 }
@@ -180,6 +186,8 @@ fn client(
             if kind == Kind::NewOrder as usize && !committed {
                 totals.rollbacks += 1;
             }
+        } else {
+            totals.unmeasured += 1;
         }
         if o.think {
             pause(pacing::think_time(&mut thinking, input.kind()), end, stop);
@@ -224,6 +232,7 @@ pub fn run(target: &Target, o: &RunOptions) -> Result<Summary> {
         }
         all.rollbacks += t.rollbacks;
         all.retries += t.retries;
+        all.unmeasured += t.unmeasured;
     }
     Ok(summarize(&t, o, &all))
 }
@@ -247,6 +256,7 @@ fn summarize(t: &Tpcc, o: &RunOptions, all: &Totals) -> Summary {
         notpm: count(&all.kinds[Kind::NewOrder as usize]) as f64 / minutes,
         tpm: count(&total) as f64 / minutes,
         transactions: count(&total),
+        all_transactions: count(&total) + all.unmeasured,
         rollbacks: all.rollbacks,
         retries: all.retries,
         latency: Latency::of(&total),
