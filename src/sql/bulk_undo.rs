@@ -6,7 +6,9 @@
 //! Emptying the table would take other sessions' rows too: a second loader
 //! that also found the table empty, or any insert committed meanwhile. So
 //! the load keeps the keys of the rows it inserted and a failure deletes
-//! those rows, with their index entries, and nothing else.
+//! the rows of its committed batches, with their index entries, and
+//! nothing else (its open batch is aborted: its keys may be another
+//! session's rows by then).
 //!
 //! The keys are bounded ([`MAX_KEY_BYTES`]): a client may not make the
 //! server hold unbounded memory. A load past the bound fails (54000) and is
@@ -18,6 +20,7 @@ use super::engine_err;
 use super::exec::{self, Tx};
 use super::row::decode_row;
 use super::types::{codes, SqlError};
+use crate::lock_table::Stop;
 use crate::Database;
 
 /// The most key bytes (with a 4-byte length each) one load keeps.
@@ -27,12 +30,21 @@ pub const MAX_KEY_BYTES: usize = 64 << 20;
 pub struct LoadedKeys {
     /// Each key as its length (u32, little-endian), then its bytes.
     bytes: Vec<u8>,
+    /// The bytes of the keys whose batches committed. Those after are
+    /// the open batch's: aborted with it, their keys may be another
+    /// session's rows by the time the undo runs.
+    committed: usize,
 }
 
 impl LoadedKeys {
-    /// Keeps a row's key, inserted by the load (committed or not yet).
+    /// Keeps a row's key, inserted by the load. Kept even when it passes
+    /// the bound (the error then ends the load, and its row may be in a
+    /// batch that just committed).
     pub fn push(&mut self, table: &str, key: &[u8]) -> Result<(), SqlError> {
-        if self.bytes.len() + 4 + key.len() > MAX_KEY_BYTES {
+        self.bytes
+            .extend_from_slice(&(key.len() as u32).to_le_bytes());
+        self.bytes.extend_from_slice(key);
+        if self.bytes.len() > MAX_KEY_BYTES {
             return Err(SqlError::new(
                 codes::PROGRAM_LIMIT_EXCEEDED,
                 format!(
@@ -43,32 +55,40 @@ impl LoadedKeys {
                 ),
             ));
         }
-        self.bytes
-            .extend_from_slice(&(key.len() as u32).to_le_bytes());
-        self.bytes.extend_from_slice(key);
         Ok(())
     }
 
+    /// The batch holding every key pushed so far committed.
+    pub fn batch_committed(&mut self) {
+        self.committed = self.bytes.len();
+    }
+
+    /// The keys of the committed batches.
     fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        let bytes = &self.bytes[..self.committed];
         let mut at = 0;
         std::iter::from_fn(move || {
-            let len = u32::from_le_bytes(self.bytes.get(at..at + 4)?.try_into().ok()?) as usize;
-            let key = &self.bytes[at + 4..at + 4 + len];
+            let len = u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?) as usize;
+            let key = &bytes[at + 4..at + 4 + len];
             at += 4 + len;
             Some(key)
         })
     }
 
-    /// Deletes the load's rows still there (those of a batch that never
-    /// committed are not), in transactions of a batch each. Returns how
-    /// many it deleted.
-    pub fn undo(&self, db: &Database, meta: &TableMeta) -> Result<u64, SqlError> {
+    /// Deletes the rows of the load's committed batches, in transactions
+    /// of a batch each; a wait for a row lock ends when `stop` says (a
+    /// cancel, the server's shutdown). Returns how many it deleted.
+    pub fn undo(&self, db: &Database, meta: &TableMeta, stop: &Stop) -> Result<u64, SqlError> {
         let batch = db.bulk_batch_rows() / (1 + meta.indexes.len()).max(1);
         let mut deleted = 0;
         let mut tx: Option<Tx> = None;
         let mut in_tx = 0;
         for key in self.keys() {
-            let t = tx.get_or_insert_with(|| db.begin_shared());
+            let t = tx.get_or_insert_with(|| {
+                let mut t = db.begin_shared();
+                t.set_stop(Some(stop.clone()));
+                t
+            });
             if let Some(bytes) = t.get_for_update(&meta.rows, key).map_err(engine_err)? {
                 let old = decode_row(&meta.types, &bytes)?;
                 exec::delete_row(t, meta, key, &old)?;
@@ -98,13 +118,20 @@ mod tests {
         let mut k = LoadedKeys::default();
         k.push("t", b"a").unwrap();
         k.push("t", b"").unwrap();
+        k.batch_committed();
         k.push("t", b"ccc").unwrap();
+        // The open batch's key is not undone: aborted, it may be anyone's.
         let got: Vec<&[u8]> = k.keys().collect();
-        assert_eq!(got, [&b"a"[..], b"", b"ccc"]);
+        assert_eq!(got, [&b"a"[..], b""]);
+        k.batch_committed();
+        assert_eq!(k.keys().count(), 3);
+        // Past the bound: refused, and kept (its batch may have committed).
         let big = vec![0u8; MAX_KEY_BYTES];
         assert_eq!(
             k.push("t", &big).unwrap_err().code,
             codes::PROGRAM_LIMIT_EXCEEDED
         );
+        k.batch_committed();
+        assert_eq!(k.keys().count(), 4);
     }
 }

@@ -231,7 +231,11 @@ impl Session {
     /// Deletes what an autocommit bulk load into `meta` committed before
     /// it failed (bulk_undo.rs).
     pub(super) fn undo_loaded(&self, meta: &TableMeta, loaded: &LoadedKeys) {
-        if let Err(e) = loaded.undo(&self.engine.db, meta) {
+        // A wait for a row lock another session holds ends at a cancel or
+        // the server's shutdown, as a statement's does.
+        let watch = self.interrupt.watch(None);
+        let stop = self.interrupt.stopper(&watch);
+        if let Err(e) = loaded.undo(&self.engine.db, meta, &stop) {
             tracing::warn!(
                 "could not delete the rows a failed load committed into {}: {e}",
                 meta.def.name
@@ -434,7 +438,11 @@ impl Session {
                         let row = exec::build_row(&meta, targets, vals)?;
                         let key = exec::insert_row(sink, &meta, &row)?;
                         if let Some(l) = &mut loaded {
-                            l.push(table, &key)?;
+                            let kept = l.push(table, &key);
+                            if matches!(*sink, Sink::Batched { in_tx: 0, .. }) {
+                                l.batch_committed(); // this row closed a batch
+                            }
+                            kept?;
                         }
                         n += 1;
                     }

@@ -45,7 +45,11 @@ impl Session {
                 }
                 let key = inserted?;
                 if let Some(loaded) = &mut c.loaded {
-                    loaded.push(&c.meta.def.name, &key)?;
+                    let kept = loaded.push(&c.meta.def.name, &key);
+                    if c.in_batch == 0 {
+                        loaded.batch_committed(); // this row closed a batch
+                    }
+                    kept?;
                 }
             } else {
                 match &mut self.state {

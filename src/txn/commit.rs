@@ -119,9 +119,9 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
 ///
 /// Each round groups the writes by leaf, then splits every leaf that
 /// cannot take its changes. A commit into an empty key range needs as many
-/// splits as new leaves (over a thousand for a COPY of wide rows), so only
-/// rounds in which none of ours split count toward giving up: those mean
-/// other commits kept changing the leaves first.
+/// splits as new leaves (over a thousand for a COPY of wide rows), so it
+/// gives up only after MAX_ROUNDS rounds in a row in which none of ours
+/// split: other commits kept changing the leaves first.
 fn prepare<'a>(
     tx: &'a Transaction<'_>,
     writes: &[(u32, &[u8], &RowChange)],
