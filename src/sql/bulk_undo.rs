@@ -17,7 +17,7 @@
 
 use super::catalog::TableMeta;
 use super::engine_err;
-use super::exec::{self, Tx};
+use super::exec::{self, Sink};
 use super::row::decode_row;
 use super::types::{codes, SqlError};
 use crate::lock_table::Stop;
@@ -37,14 +37,9 @@ pub struct LoadedKeys {
 }
 
 impl LoadedKeys {
-    /// Keeps a row's key, inserted by the load. Kept even when it passes
-    /// the bound (the error then ends the load, and its row may be in a
-    /// batch that just committed).
+    /// Keeps the key of a row the load inserts (before its batch commits).
     pub fn push(&mut self, table: &str, key: &[u8]) -> Result<(), SqlError> {
-        self.bytes
-            .extend_from_slice(&(key.len() as u32).to_le_bytes());
-        self.bytes.extend_from_slice(key);
-        if self.bytes.len() > MAX_KEY_BYTES {
+        if self.bytes.len() + 4 + key.len() > MAX_KEY_BYTES {
             return Err(SqlError::new(
                 codes::PROGRAM_LIMIT_EXCEEDED,
                 format!(
@@ -55,6 +50,9 @@ impl LoadedKeys {
                 ),
             ));
         }
+        self.bytes
+            .extend_from_slice(&(key.len() as u32).to_le_bytes());
+        self.bytes.extend_from_slice(key);
         Ok(())
     }
 
@@ -79,32 +77,19 @@ impl LoadedKeys {
     /// of a batch each; a wait for a row lock ends when `stop` says (a
     /// cancel, the server's shutdown). Returns how many it deleted.
     pub fn undo(&self, db: &Database, meta: &TableMeta, stop: &Stop) -> Result<u64, SqlError> {
-        let batch = db.bulk_batch_rows() / (1 + meta.indexes.len()).max(1);
         let mut deleted = 0;
-        let mut tx: Option<Tx> = None;
-        let mut in_tx = 0;
+        let mut sink = Sink::batched(db, meta, false);
         for key in self.keys() {
-            let t = tx.get_or_insert_with(|| {
-                let mut t = db.begin_shared();
-                t.set_stop(Some(stop.clone()));
-                t
-            });
+            let t = sink.tx();
+            t.set_stop(Some(stop.clone()));
             if let Some(bytes) = t.get_for_update(&meta.rows, key).map_err(engine_err)? {
                 let old = decode_row(&meta.types, &bytes)?;
                 exec::delete_row(t, meta, key, &old)?;
                 deleted += 1;
             }
-            in_tx += 1;
-            if in_tx >= batch.max(1) {
-                in_tx = 0;
-                if let Some(t) = tx.take() {
-                    t.commit().map_err(engine_err)?;
-                }
-            }
+            sink.row_done()?;
         }
-        if let Some(t) = tx {
-            t.commit().map_err(engine_err)?;
-        }
+        sink.finish()?;
         Ok(deleted)
     }
 }
@@ -125,13 +110,13 @@ mod tests {
         assert_eq!(got, [&b"a"[..], b""]);
         k.batch_committed();
         assert_eq!(k.keys().count(), 3);
-        // Past the bound: refused, and kept (its batch may have committed).
+        // Past the bound: refused before its row's batch can commit.
         let big = vec![0u8; MAX_KEY_BYTES];
         assert_eq!(
             k.push("t", &big).unwrap_err().code,
             codes::PROGRAM_LIMIT_EXCEEDED
         );
         k.batch_committed();
-        assert_eq!(k.keys().count(), 4);
+        assert_eq!(k.keys().count(), 3);
     }
 }

@@ -1,5 +1,6 @@
 //! Running DML and queries on an engine transaction.
 
+use super::bulk_undo::LoadedKeys;
 use super::catalog::{ColumnDef, IndexDef, TableMeta};
 use super::engine_err;
 use super::expr::{as_int, compare, Ctx, Expr};
@@ -125,8 +126,9 @@ pub fn store_value(v: Value, col: &ColumnDef) -> Result<Value, SqlError> {
 }
 
 /// Where rows go: the statement's transaction, or (bulk loads into a
-/// table created or truncated in this block) transactions of their own,
-/// committed every `batch` rows.
+/// table created or truncated in this block, or into an empty table
+/// outside one) transactions of their own, committed every `batch` rows;
+/// outside a block also keeping the rows' keys for an undo (`loaded`).
 pub enum Sink<'a> {
     Tx(&'a mut Tx),
     Batched {
@@ -134,17 +136,20 @@ pub enum Sink<'a> {
         tx: Option<Tx>,
         in_tx: usize,
         batch: usize,
+        loaded: Option<LoadedKeys>,
     },
 }
 
 impl Sink<'_> {
-    pub fn batched<'a>(db: &'a Database, meta: &TableMeta) -> Sink<'a> {
+    /// Batches of `meta`'s rows; with `keep_keys`, their keys are kept.
+    pub fn batched<'a>(db: &'a Database, meta: &TableMeta, keep_keys: bool) -> Sink<'a> {
         let batch = db.bulk_batch_rows();
         Sink::Batched {
             db,
             tx: None,
             in_tx: 0,
             batch: (batch / (1 + meta.indexes.len())).max(1),
+            loaded: keep_keys.then(LoadedKeys::default),
         }
     }
 
@@ -155,27 +160,44 @@ impl Sink<'_> {
         }
     }
 
-    fn row_done(&mut self) -> Result<(), SqlError> {
+    /// One row written; a full batch commits.
+    pub(super) fn row_done(&mut self) -> Result<(), SqlError> {
+        let full = match self {
+            Sink::Batched { in_tx, batch, .. } => {
+                *in_tx += 1;
+                *in_tx >= *batch
+            }
+            Sink::Tx(_) => false,
+        };
+        if full {
+            self.finish()?;
+        }
+        Ok(())
+    }
+
+    /// Commits the open batch (the keys it holds are then undoable).
+    pub fn finish(&mut self) -> Result<(), SqlError> {
         if let Sink::Batched {
-            tx, in_tx, batch, ..
+            tx, in_tx, loaded, ..
         } = self
         {
-            *in_tx += 1;
-            if *in_tx >= *batch {
-                *in_tx = 0;
-                if let Some(t) = tx.take() {
-                    t.commit().map_err(engine_err)?;
+            *in_tx = 0;
+            if let Some(t) = tx.take() {
+                t.commit().map_err(engine_err)?;
+                if let Some(l) = loaded {
+                    l.batch_committed();
                 }
             }
         }
         Ok(())
     }
 
-    pub fn finish(self) -> Result<(), SqlError> {
-        if let Sink::Batched { tx: Some(t), .. } = self {
-            t.commit().map_err(engine_err)?;
+    /// The keys kept, the open batch aborted.
+    pub fn into_loaded(self) -> Option<LoadedKeys> {
+        match self {
+            Sink::Batched { loaded, .. } => loaded,
+            Sink::Tx(_) => None,
         }
-        Ok(())
     }
 }
 
@@ -213,12 +235,8 @@ fn index_entry(def: &IndexDef, row: &[Value], key: &[u8]) -> Vec<u8> {
     index_key(def.columns.0.iter().map(|&c| &row[c]), key)
 }
 
-/// Inserts `row` and its index entries; returns its engine key.
-pub fn insert_row(
-    sink: &mut Sink<'_>,
-    meta: &TableMeta,
-    row: &[Value],
-) -> Result<Vec<u8>, SqlError> {
+/// Inserts `row` and its index entries.
+pub fn insert_row(sink: &mut Sink<'_>, meta: &TableMeta, row: &[Value]) -> Result<(), SqlError> {
     let key = row_key(meta, row);
     let tx = sink.tx();
     tx.insert(&meta.rows, &key, &encode_row(&meta.types, row))
@@ -227,8 +245,13 @@ pub fn insert_row(
         tx.insert(t, &index_entry(def, row, &key), b"")
             .map_err(engine_err)?;
     }
-    sink.row_done()?;
-    Ok(key)
+    if let Sink::Batched {
+        loaded: Some(l), ..
+    } = sink
+    {
+        l.push(&meta.def.name, &key)?;
+    }
+    sink.row_done()
 }
 
 /// Deletes the row keyed `key`, whose values are `old`, and its index entries.

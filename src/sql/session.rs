@@ -426,7 +426,6 @@ impl Session {
                 };
                 let batched = self.bulk_ok(&meta)?;
                 let in_block = matches!(self.state, State::Block(_));
-                let mut loaded = (batched && !in_block).then(LoadedKeys::default);
                 let mut n = 0u64;
                 let mut load = |sink: &mut Sink<'_>| -> Result<(), SqlError> {
                     for x in a..=b {
@@ -436,22 +435,16 @@ impl Session {
                             .map(|e| e.eval(&[Value::Int(x)], &cx))
                             .collect::<Result<Vec<_>, _>>()?;
                         let row = exec::build_row(&meta, targets, vals)?;
-                        let key = exec::insert_row(sink, &meta, &row)?;
-                        if let Some(l) = &mut loaded {
-                            let kept = l.push(table, &key);
-                            if matches!(*sink, Sink::Batched { in_tx: 0, .. }) {
-                                l.batch_committed(); // this row closed a batch
-                            }
-                            kept?;
-                        }
+                        exec::insert_row(sink, &meta, &row)?;
                         n += 1;
                     }
                     Ok(())
                 };
                 if batched {
-                    let mut sink = Sink::batched(db, &meta);
+                    // Outside a block the rows' keys are kept for an undo.
+                    let mut sink = Sink::batched(db, &meta, !in_block);
                     let r = load(&mut sink).and_then(|_| sink.finish());
-                    match (r, loaded) {
+                    match (r, sink.into_loaded()) {
                         (Err(e), Some(loaded)) => {
                             self.undo_loaded(&meta, &loaded);
                             return Err(e);

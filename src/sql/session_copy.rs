@@ -33,24 +33,26 @@ impl Session {
             }
             let row = exec::build_row(&c.meta, &c.targets, fields(&line, c.targets.len())?)?;
             if c.batched {
-                let mut sink = Sink::batched(&eng.db, &c.meta);
-                if let Sink::Batched { tx, in_tx, .. } = &mut sink {
+                // The batches' state lives in the COPY between messages.
+                let mut sink = Sink::batched(&eng.db, &c.meta, false);
+                if let Sink::Batched {
+                    tx, in_tx, loaded, ..
+                } = &mut sink
+                {
                     std::mem::swap(tx, &mut c.tx);
+                    std::mem::swap(loaded, &mut c.loaded);
                     *in_tx = c.in_batch;
                 }
                 let inserted = exec::insert_row(&mut sink, &c.meta, &row);
-                if let Sink::Batched { tx, in_tx, .. } = sink {
+                if let Sink::Batched {
+                    tx, in_tx, loaded, ..
+                } = sink
+                {
                     c.tx = tx;
+                    c.loaded = loaded;
                     c.in_batch = in_tx;
                 }
-                let key = inserted?;
-                if let Some(loaded) = &mut c.loaded {
-                    let kept = loaded.push(&c.meta.def.name, &key);
-                    if c.in_batch == 0 {
-                        loaded.batch_committed(); // this row closed a batch
-                    }
-                    kept?;
-                }
+                inserted?;
             } else {
                 match &mut self.state {
                     State::Block(tx) => {
