@@ -10,8 +10,8 @@
 //! nothing else (its open batch is aborted: its keys may be another
 //! session's rows by then).
 //!
-//! The keys are bounded ([`MAX_KEY_BYTES`]): a client may not make the
-//! server hold unbounded memory. A load past the bound fails (54000) and is
+//! The keys are bounded (`Limits::max_load_undo_bytes`): a client may
+//! not make the server hold unbounded memory. A load past the bound fails (54000) and is
 //! undone; a load in a block into a table created or truncated in it keeps
 //! nothing (its undo empties the table, which only that block wrote).
 
@@ -23,11 +23,9 @@ use super::types::{codes, SqlError};
 use crate::lock_table::Stop;
 use crate::Database;
 
-/// The most key bytes (with a 4-byte length each) one load keeps.
-pub const MAX_KEY_BYTES: usize = 64 << 20;
-
-#[derive(Default)]
 pub struct LoadedKeys {
+    /// The most key bytes (with a 4-byte length each) kept.
+    max_bytes: usize,
     /// Each key as its length (u32, little-endian), then its bytes.
     bytes: Vec<u8>,
     /// The bytes of the keys whose batches committed. Those after are
@@ -37,16 +35,24 @@ pub struct LoadedKeys {
 }
 
 impl LoadedKeys {
+    pub fn new(max_bytes: usize) -> LoadedKeys {
+        LoadedKeys {
+            max_bytes,
+            bytes: Vec::new(),
+            committed: 0,
+        }
+    }
+
     /// Keeps the key of a row the load inserts (before its batch commits).
     pub fn push(&mut self, table: &str, key: &[u8]) -> Result<(), SqlError> {
-        if self.bytes.len() + 4 + key.len() > MAX_KEY_BYTES {
+        if self.bytes.len() + 4 + key.len() > self.max_bytes {
             return Err(SqlError::new(
                 codes::PROGRAM_LIMIT_EXCEEDED,
                 format!(
                     "a load into empty table \"{table}\" outside a transaction block keeps its rows' keys \
-                     to undo them on failure, and they passed {} MB: load it in a block that creates or \
-                     truncates the table first, or in several statements",
-                    MAX_KEY_BYTES >> 20
+                     to undo them on failure, and they passed {} bytes (max_load_undo_bytes): load it in a \
+                     block that creates or truncates the table first, or in several statements",
+                    self.max_bytes
                 ),
             ));
         }
@@ -78,7 +84,7 @@ impl LoadedKeys {
     /// cancel, the server's shutdown). Returns how many it deleted.
     pub fn undo(&self, db: &Database, meta: &TableMeta, stop: &Stop) -> Result<u64, SqlError> {
         let mut deleted = 0;
-        let mut sink = Sink::batched(db, meta, false);
+        let mut sink = Sink::batched(db, meta, None);
         for key in self.keys() {
             let t = sink.tx();
             t.set_stop(Some(stop.clone()));
@@ -100,7 +106,7 @@ mod tests {
 
     #[test]
     fn keys_come_back_in_order_and_the_bound_refuses() {
-        let mut k = LoadedKeys::default();
+        let mut k = LoadedKeys::new(64);
         k.push("t", b"a").unwrap();
         k.push("t", b"").unwrap();
         k.batch_committed();
@@ -111,7 +117,7 @@ mod tests {
         k.batch_committed();
         assert_eq!(k.keys().count(), 3);
         // Past the bound: refused before its row's batch can commit.
-        let big = vec![0u8; MAX_KEY_BYTES];
+        let big = [0u8; 64];
         assert_eq!(
             k.push("t", &big).unwrap_err().code,
             codes::PROGRAM_LIMIT_EXCEEDED

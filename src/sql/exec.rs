@@ -141,15 +141,15 @@ pub enum Sink<'a> {
 }
 
 impl Sink<'_> {
-    /// Batches of `meta`'s rows; with `keep_keys`, their keys are kept.
-    pub fn batched<'a>(db: &'a Database, meta: &TableMeta, keep_keys: bool) -> Sink<'a> {
+    /// Batches of `meta`'s rows, their keys kept in `loaded` if given.
+    pub fn batched<'a>(db: &'a Database, meta: &TableMeta, loaded: Option<LoadedKeys>) -> Sink<'a> {
         let batch = db.bulk_batch_rows();
         Sink::Batched {
             db,
             tx: None,
             in_tx: 0,
             batch: (batch / (1 + meta.indexes.len())).max(1),
-            loaded: keep_keys.then(LoadedKeys::default),
+            loaded,
         }
     }
 

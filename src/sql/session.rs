@@ -228,6 +228,11 @@ impl Session {
         }
     }
 
+    /// Where an autocommit bulk load keeps its rows' keys, bounded.
+    fn load_undo_keys(&self) -> LoadedKeys {
+        LoadedKeys::new(self.engine.limits.max_load_undo_bytes)
+    }
+
     /// Deletes what an autocommit bulk load into `meta` committed before
     /// it failed (bulk_undo.rs).
     pub(super) fn undo_loaded(&self, meta: &TableMeta, loaded: &LoadedKeys) {
@@ -407,7 +412,7 @@ impl Session {
                     tx: None,
                     in_batch: 0,
                     loaded: (batched && !matches!(self.state, State::Block(_)))
-                        .then(LoadedKeys::default),
+                        .then(|| self.load_undo_keys()),
                 });
                 Ok(Outcome::CopyIn {
                     columns: targets.len(),
@@ -442,7 +447,8 @@ impl Session {
                 };
                 if batched {
                     // Outside a block the rows' keys are kept for an undo.
-                    let mut sink = Sink::batched(db, &meta, !in_block);
+                    let keys = (!in_block).then(|| self.load_undo_keys());
+                    let mut sink = Sink::batched(db, &meta, keys);
                     let r = load(&mut sink).and_then(|_| sink.finish());
                     match (r, sink.into_loaded()) {
                         (Err(e), Some(loaded)) => {

@@ -34,7 +34,7 @@ impl Session {
             let row = exec::build_row(&c.meta, &c.targets, fields(&line, c.targets.len())?)?;
             if c.batched {
                 // The batches' state lives in the COPY between messages.
-                let mut sink = Sink::batched(&eng.db, &c.meta, false);
+                let mut sink = Sink::batched(&eng.db, &c.meta, None);
                 if let Sink::Batched {
                     tx, in_tx, loaded, ..
                 } = &mut sink

@@ -99,3 +99,34 @@ fn a_failed_series_insert_undoes_the_batches_it_committed() {
     );
     assert_eq!(count(&mut a, "select count(*) from t"), Value::Int(6_000));
 }
+
+/// A load past `max_load_undo_bytes` (a client may not make the server
+/// keep keys without bound) is refused with 54000 and undone, its
+/// committed first batch too; the session goes on.
+#[test]
+fn a_load_past_the_key_bound_is_54000_and_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::create(&dir.path().join("db"), Options::default()).unwrap();
+    let limits = limits::Limits {
+        max_load_undo_bytes: 20_000,
+        ..limits::Limits::default()
+    };
+    let e = SqlEngine::open_with_limits(Arc::new(db), limits).unwrap();
+    let mut a = e.session();
+    ok(&mut a, "create table t (id int primary key, v text)");
+    ok(&mut a, "copy t from stdin");
+    // 13-byte keys: the bound falls past the first 1,000-row batch.
+    let mut refused = None;
+    for id in 0..3_000 {
+        if let Err(err) = a.copy_data(format!("{id}\tv\n").as_bytes()) {
+            refused = Some((id, err));
+            break;
+        }
+    }
+    let (at, err) = refused.expect("the bound refused a row");
+    assert_eq!(err.code, codes::PROGRAM_LIMIT_EXCEEDED, "{err}");
+    assert!(at > 1_000, "refused at row {at}, before a batch committed");
+    assert_eq!(count(&mut a, "select count(*) from t"), Value::Int(0));
+    ok(&mut a, "insert into t values (1, 'after')");
+    assert_eq!(count(&mut a, "select count(*) from t"), Value::Int(1));
+}

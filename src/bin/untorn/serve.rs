@@ -57,6 +57,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().max_result_rows as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_result_rows: u64,
+    /// Most bytes of row keys a COPY or INSERT ... generate_series into
+    /// an empty table outside a block keeps, to delete its rows if it
+    /// fails; more is SQLSTATE 54000.
+    #[arg(long, default_value_t = Limits::default().max_load_undo_bytes as u64,
+          value_parser = clap::value_parser!(u64).range(64..))]
+    max_load_undo_bytes: u64,
     /// statement_timeout in milliseconds, PostgreSQL's unit: a statement
     /// running longer is canceled (SQLSTATE 57014); 0: no limit.
     #[arg(long, default_value_t = 0)]
@@ -171,6 +177,7 @@ fn limits(a: &ServeArgs) -> untorn::Result<Limits> {
         max_statements_per_query: a.max_statements_per_query as usize,
         parse_budget: a.parse_budget as usize,
         max_result_rows: a.max_result_rows as usize,
+        max_load_undo_bytes: a.max_load_undo_bytes as usize,
         statement_timeout: (a.statement_timeout > 0)
             .then(|| Duration::from_millis(a.statement_timeout)),
     })
