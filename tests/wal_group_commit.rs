@@ -373,6 +373,59 @@ fn insert_does_not_wait_for_a_flush_in_progress() {
     assert!(shared.state.lock().violations.is_empty());
 }
 
+/// Records are copied in outside the reservation lock: a flush whose
+/// target lies past a long record still being copied must wait for the
+/// copy, or it writes the record's unfilled bytes and never again.
+#[test]
+fn a_flush_waits_for_the_copies_below_its_target() {
+    const SMALL_THREADS: u64 = 3;
+    const BIGS: u64 = 64;
+    let (dir, shared, wal) = setup(8192);
+    let copying = Arc::new(AtomicBool::new(true));
+    let big = |j: u64| RecordData::with_main(RecordKind::Commit, j, vec![j as u8 | 1; 512 * 1024]);
+    let copier = {
+        let (wal, copying) = (wal.clone(), copying.clone());
+        std::thread::spawn(move || {
+            for j in 1..=BIGS {
+                // As every commit does: memory stays bounded.
+                wal.make_room().unwrap();
+                wal.insert(&big(j)).unwrap();
+            }
+            copying.store(false, Ordering::SeqCst);
+        })
+    };
+    // Small commits flush while the big ones copy in: many rounds'
+    // targets lie past a copy in progress.
+    let smalls: Vec<_> = (1..=SMALL_THREADS)
+        .map(|t| {
+            let (wal, copying) = (wal.clone(), copying.clone());
+            std::thread::spawn(move || {
+                let mut j = 0;
+                while copying.load(Ordering::SeqCst) {
+                    let (_, end) = wal.insert(&commit(t, j)).unwrap();
+                    wal.flush(end, Issuer::Client).unwrap();
+                    j += 1;
+                }
+                j
+            })
+        })
+        .collect();
+    let smalls: Vec<u64> = smalls.into_iter().map(|s| s.join().unwrap()).collect();
+    copier.join().unwrap();
+    wal.flush(wal.insert_lsn(), Issuer::Client).unwrap();
+    assert!(shared.state.lock().violations.is_empty());
+    let all = read_all(dir.path(), 8192);
+    for j in 1..=BIGS {
+        assert_eq!(all.get(&j).map(|r| &r.1), Some(&big(j)), "big record {j}");
+    }
+    for (t, n) in (1..).zip(smalls) {
+        for j in 0..n {
+            let xid = t * 1_000_000 + j;
+            assert_eq!(all.get(&xid).map(|r| &r.1), Some(&commit(t, j)));
+        }
+    }
+}
+
 #[test]
 fn a_failed_fsync_makes_every_later_flush_fail() {
     let (_dir, shared, wal) = setup(8192);

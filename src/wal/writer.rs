@@ -3,19 +3,21 @@
 //!
 //! Locks, always taken in this order and never held across disk I/O unless
 //! said so: `io` (held by the one flush leader for its whole I/O, and by
-//! recycling), then `inner` (the insert position and the blocks, held for a
-//! record's copy or a few pointer copies). Group commit (the flushed
-//! position, the leader, a sticky error) takes no lock
+//! recycling), then an insertion lock (held by an inserter while it
+//! reserves and copies its record; [`insertion_locks`]), then `inner` (the
+//! reservation lock: the insert position and the blocks, held for a
+//! record's reservation or a few pointer copies, never for a copy). Group
+//! commit (the flushed position, the leader, a sticky error) takes no lock
 //! ([`group_commit`]).
 //!
 //! Invariants:
 //! - `inner.blocks` holds blocks `base_block ..` with no gap, from the block
 //!   holding the flushed position to the block holding the insert position.
-//!   A block's bytes never change once inserted: a page header is written
-//!   when its block is started, records only fill zero bytes past the insert
-//!   position. A flush leader takes `Arc` clones of the blocks; an insert
-//!   into a block the leader holds copies it first (`Arc::make_mut`), so the
-//!   leader writes a stable image without holding `inner`.
+//!   A block's bytes are written once: a page header when its block is
+//!   started, a record's bytes by its inserter after reserving them
+//!   ([`super::buffer`]). A flush leader takes `Arc` clones of the blocks
+//!   and reads only below its target, after every copy reserved below it
+//!   finished, so it writes a stable image without holding `inner`.
 //! - A flush first pads the insert position to a 512-byte sector boundary
 //!   with a padding record, then writes the sectors from the flushed
 //!   position (a sector boundary) to it. A sector holding durable WAL is
@@ -27,7 +29,7 @@
 //!   was fdatasynced; a segment is created (zero-filled, fsynced, renamed,
 //!   directory fsynced) before the first write into it.
 
-use super::buffer::Inner;
+use super::buffer::{record_header, Inner, SharedBlock};
 use super::config::{add, Counters, WalConfig, WalStats};
 use super::format::{Geometry, PageHeader, MAX_RECORD_LEN, PAGE_MAGIC, RECORD_HEADER_LEN};
 use super::image_codec;
@@ -36,6 +38,7 @@ use super::segment;
 use crate::error::{Error, Result};
 use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::lsn::Lsn;
+use insertion_locks::InsertionLocks;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -43,6 +46,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
 mod group_commit;
+#[cfg(test)]
+mod insert_tests;
+mod insertion_locks;
 mod reserve;
 use group_commit::{GroupCommit, Turn};
 pub use reserve::Reservation;
@@ -72,6 +78,7 @@ pub struct Wal {
     cfg: WalConfig,
     geo: Geometry,
     io: Mutex<IoState>,
+    insertion_locks: InsertionLocks,
     inner: Mutex<Inner>,
     group_commit: GroupCommit,
     /// `inner`'s insert position and block count, stored under `inner` at
@@ -150,7 +157,7 @@ impl Wal {
         partial: Option<Vec<u8>>,
     ) -> Wal {
         let geo = Geometry::new(&cfg);
-        let blocks: VecDeque<_> = partial.into_iter().map(Arc::new).collect();
+        let blocks: VecDeque<_> = partial.into_iter().map(SharedBlock::from_vec).collect();
         let partial_blocks = blocks.len();
         Wal {
             fs,
@@ -160,6 +167,7 @@ impl Wal {
             io: Mutex::new(IoState {
                 files: BTreeMap::new(),
             }),
+            insertion_locks: InsertionLocks::default(),
             inner: Mutex::new(Inner {
                 insert_pos: end.0,
                 prev_record: prev.0,
@@ -234,12 +242,24 @@ impl Wal {
             )));
         }
         let payload_crc = crc32c::crc32c(&payload);
-        let (start, end) = {
+        let copying = self.insertion_locks.mine();
+        let place = {
             let mut g = self.inner.lock();
-            let span = g.append(&self.cfg, &self.geo, rec, &payload, payload_crc);
+            let place = g.reserve(&self.cfg, &self.geo, total);
             self.publish_insert_state(&g);
-            span
+            place
         };
+        let header = record_header(
+            rec.kind as u8,
+            rec.xid,
+            total,
+            place.prev,
+            self.cfg.epoch,
+            payload_crc,
+        );
+        place.fill(&self.geo, &header, &payload);
+        drop(copying);
+        let (start, end) = (place.start, place.end);
         add(&self.counters.records, 1);
         add(&self.counters.bytes, total);
         // wal_fpi counts the images torn-page protection logs, as
@@ -338,7 +358,7 @@ impl Wal {
         // durable WAL is written again.
         let from = flushed - flushed % geo.sector;
         let first = from / geo.block;
-        let (target, blocks) = {
+        let (target, blocks, padding) = {
             let mut g = self.inner.lock();
             if upto > g.insert_pos {
                 return Err(Error::Invalid(format!(
@@ -347,19 +367,24 @@ impl Wal {
                     Lsn(g.insert_pos)
                 )));
             }
-            let pad = g.pad_to_sector(&self.cfg, &geo);
+            let (pad, padding) = g.reserve_padding(&self.cfg, &geo);
             self.publish_insert_state(&g);
             add(&self.counters.padding_bytes, pad);
             let last = (g.insert_pos - 1) / geo.block;
             assert!(g.base_block <= first, "unflushed WAL block dropped");
             let idx = (first - g.base_block) as usize;
-            let blocks: Vec<Arc<Vec<u8>>> = g
+            let blocks: Vec<Arc<SharedBlock>> = g
                 .blocks
                 .range(idx..=(last - g.base_block) as usize)
                 .cloned()
                 .collect();
-            (g.insert_pos, blocks)
+            (g.insert_pos, blocks, padding)
         };
+        for pad in &padding {
+            pad.fill_padding(&self.cfg, &geo);
+        }
+        // Records reserved below the padding may still be copying in.
+        self.insertion_locks.wait_for_copies();
         let per_seg = geo.blocks_per_segment();
         let mut written: Vec<Arc<dyn File>> = Vec::new();
         let mut i = 0usize;
@@ -374,7 +399,10 @@ impl Wal {
                     let start = (first + j as u64) * geo.block;
                     let lo = from.saturating_sub(start).min(geo.block) as usize;
                     let hi = (target - start).min(geo.block) as usize;
-                    &blocks[j][lo..hi]
+                    // SAFETY: below `target`, every copy finished (the
+                    // insertion locks, the padding written above) and
+                    // nobody writes there again.
+                    unsafe { blocks[j].bytes(lo, hi) }
                 })
                 .collect();
             let pos = if i == 0 { from } else { block_no * geo.block };
