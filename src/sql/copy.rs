@@ -3,9 +3,9 @@
 //! state of a session's COPY in progress (the session's side:
 //! session_copy.rs).
 
-use super::bulk_undo::LoadedKeys;
 use super::catalog::TableMeta;
 use super::exec::Tx;
+use super::loaded_keys::LoadedKeys;
 use super::types::{codes, SqlError, Value};
 use std::sync::Arc;
 

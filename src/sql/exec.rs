@@ -1,9 +1,9 @@
 //! Running DML and queries on an engine transaction.
 
-use super::bulk_undo::LoadedKeys;
 use super::catalog::{ColumnDef, IndexDef, TableMeta};
 use super::engine_err;
 use super::expr::{as_int, compare, Ctx, Expr};
+use super::loaded_keys::LoadedKeys;
 use super::plan::{Access, Item, Select};
 use super::row::{
     decode_row, encode_key, encode_key_into, encode_keys, encode_row, index_key, index_row_key,

@@ -16,7 +16,8 @@
 //! - `session`: transaction blocks and executing each plan; `implicit`:
 //!   the extended protocol's implicit transactions and a session's end;
 //! - `copy`: COPY FROM STDIN, its text decoder and a session's COPY state;
-//!   `bulk_undo`: what a failed autocommit bulk load deletes;
+//!   `bulk_undo`: what a failed autocommit bulk load deletes, the keys it
+//!   kept in `loaded_keys`;
 //! - `timestamp`: the `timestamp` type's text form and the clock.
 
 mod budget;
@@ -29,6 +30,7 @@ mod expr;
 mod implicit;
 pub mod interrupt;
 pub mod limits;
+mod loaded_keys;
 mod parse;
 mod parse_ddl;
 mod parse_select;

@@ -13,7 +13,6 @@
 //! (bulk_undo.rs).
 
 use super::budget::ParseBudget;
-use super::bulk_undo::LoadedKeys;
 use super::catalog::{Catalog, TableMeta};
 use super::copy::CopyState;
 use super::ddl;
@@ -22,6 +21,7 @@ use super::exec::{self, Sink, Tx};
 use super::expr::{as_int, Ctx};
 use super::interrupt::Interrupt;
 use super::limits::Limits;
+use super::loaded_keys::LoadedKeys;
 use super::parse::Prepared;
 use super::plan::{InsertSource, Plan};
 use super::types::{codes, Outcome, SqlError, SqlType, TxStatus, Value};
@@ -240,7 +240,7 @@ impl Session {
         // the server's shutdown, as a statement's does.
         let watch = self.interrupt.watch(None);
         let stop = self.interrupt.stopper(&watch);
-        if let Err(e) = loaded.undo(&self.engine.db, meta, &stop) {
+        if let Err(e) = super::bulk_undo::undo(loaded, &self.engine.db, meta, &stop) {
             tracing::warn!(
                 "could not delete the rows a failed load committed into {}: {e}",
                 meta.def.name
