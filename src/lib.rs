@@ -64,6 +64,7 @@ pub mod server;
 pub mod settings;
 pub mod sql;
 pub mod stats;
+pub mod striped;
 pub mod table;
 pub mod txn;
 pub mod verify;

@@ -316,9 +316,9 @@ impl Statistics {
         let l = |a: &AtomicU64| a.load(Relaxed);
         let b = s.buffer;
         let buffer = BufferView {
-            hits: l(&b.hits),
-            reads: l(&b.reads),
-            evictions: l(&b.evictions),
+            hits: b.hits.load(),
+            reads: b.reads.load(),
+            evictions: b.evictions.load(),
             dirty_evictions: l(&b.dirty_evictions),
             pages_written: l(&b.pages_written),
             write_batches: l(&b.write_batches),

@@ -233,11 +233,7 @@ fn prewarm_reads_inner_levels_first_and_fills_the_pool() {
     // A pool larger than the tables: every page is read, once.
     let db = untorn::Database::open(&path, big.clone()).unwrap();
     let all = db.prewarm().unwrap();
-    let reads = || {
-        db.buffer_stats()
-            .reads
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let reads = || db.buffer_stats().reads.load();
     let after_prewarm = reads();
     assert!(all > 2 * w.tables(&db).unwrap().tables.len(), "{all} pages");
     w.check(&db).unwrap();
@@ -277,9 +273,7 @@ fn prewarm_reads_inner_levels_first_and_fills_the_pool() {
 }
 
 fn reads_of(db: &untorn::Database) -> u64 {
-    db.buffer_stats()
-        .reads
-        .load(std::sync::atomic::Ordering::Relaxed)
+    db.buffer_stats().reads.load()
 }
 
 #[test]

@@ -49,7 +49,7 @@ impl BufferPool {
             return None;
         }
         self.frames[idx].touch();
-        self.stats.hits.fetch_add(1, Relaxed);
+        self.stats.hits.add(1);
         Some(pinned)
     }
 
@@ -143,7 +143,7 @@ impl BufferPool {
     /// Reads and checks a page from disk.
     fn load(&self, id: PageId, buf: &mut [u8], who: Issuer) -> Result<()> {
         let file = self.files.get(id.file_id)?;
-        self.stats.reads.fetch_add(1, Relaxed);
+        self.stats.reads.add(1);
         let recovery = self.recovery.load(Acquire);
         // A page whose in-place write is deferred is read from its copy,
         // which the protection has checked (checksum, file, block, LSN).
@@ -262,7 +262,7 @@ impl BufferPool {
             })
         };
         if let Some(idx) = popped {
-            self.stats.claims.fetch_add(1, Relaxed);
+            self.stats.claims.add(1);
             return Ok(ClaimedFrame {
                 pool: self,
                 idx: Some(idx),
@@ -337,8 +337,8 @@ impl BufferPool {
                 }
             }
             if self.unmap_if_unused(idx) {
-                self.stats.evictions.fetch_add(1, Relaxed);
-                self.stats.claims.fetch_add(1, Relaxed);
+                self.stats.evictions.add(1);
+                self.stats.claims.add(1);
                 return Ok(ClaimedFrame {
                     pool: self,
                     idx: Some(idx),

@@ -33,6 +33,7 @@ pub use pool_io::{DataFiles, PageCopy};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
 use crate::settings::ChecksumAlgorithm;
+use crate::striped::StripedCounter;
 use crate::Lsn;
 use frame::Frame;
 pub(crate) use frame::{PageMap, PageSet};
@@ -193,16 +194,17 @@ pub trait PageWriteProtection: Send + Sync {
 /// Checks a page's own structure after the header checks (for B+tree nodes).
 pub type PageValidator = fn(&[u8]) -> std::result::Result<(), String>;
 
-/// Buffer pool counters.
+/// Buffer pool counters. Those bumped at every page access or miss are
+/// striped: all clients bump them.
 #[derive(Default)]
 pub struct BufferStats {
-    pub hits: AtomicU64,
-    pub reads: AtomicU64,
+    pub hits: StripedCounter,
+    pub reads: StripedCounter,
     /// Frames handed out for a new page, from the free list or the clock
     /// sweep (PostgreSQL's buffers_alloc): the background writer's measure
     /// of demand.
-    pub claims: AtomicU64,
-    pub evictions: AtomicU64,
+    pub claims: StripedCounter,
+    pub evictions: StripedCounter,
     /// Dirty victims the claiming thread had to write itself.
     pub dirty_evictions: AtomicU64,
     pub pages_written: AtomicU64,

@@ -50,7 +50,7 @@ pub(crate) fn round(engine: &Engine) -> Result<CleanScan> {
     let mut est = bg.estimates.lock();
     let n = pool.nframes() as u64;
     let hand = pool.clock_position();
-    let claims = pool.stats.claims.load(Relaxed);
+    let claims = pool.stats.claims.load();
     let (recent_alloc, hand_moved) = if est.primed {
         (claims - est.prev_claims, hand - est.prev_hand)
     } else {

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::settings::{GB, MB, WAL_BLOCK_SIZES};
+use crate::striped::StripedCounter;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// The sizes the WAL was created with, the database's identity, and the
@@ -113,15 +114,17 @@ impl WalStats {
 
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub(crate) records: AtomicU64,
-    pub(crate) bytes: AtomicU64,
-    pub(crate) fpi: AtomicU64,
-    pub(crate) fpi_bytes: AtomicU64,
-    pub(crate) fpi_bytes_uncompressed: AtomicU64,
-    pub(crate) flush_requests: AtomicU64,
-    pub(crate) flushes_without_io: AtomicU64,
+    // Bumped by every insert or flush request, from every client: striped.
+    pub(crate) records: StripedCounter,
+    pub(crate) bytes: StripedCounter,
+    pub(crate) fpi: StripedCounter,
+    pub(crate) fpi_bytes: StripedCounter,
+    pub(crate) fpi_bytes_uncompressed: StripedCounter,
+    pub(crate) flush_requests: StripedCounter,
+    pub(crate) flushes_without_io: StripedCounter,
+    pub(crate) page_write_flush_requests: StripedCounter,
+    // Bumped once per flush round or rarer.
     pub(crate) flush_rounds: AtomicU64,
-    pub(crate) page_write_flush_requests: AtomicU64,
     pub(crate) page_write_flush_rounds: AtomicU64,
     pub(crate) fsyncs: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
@@ -140,15 +143,15 @@ impl Counters {
         let c = self;
         let l = |a: &AtomicU64| a.load(Relaxed);
         WalStats {
-            records: l(&c.records),
-            bytes: l(&c.bytes),
-            fpi: l(&c.fpi),
-            fpi_bytes: l(&c.fpi_bytes),
-            fpi_bytes_uncompressed: l(&c.fpi_bytes_uncompressed),
-            flush_requests: l(&c.flush_requests),
-            flushes_without_io: l(&c.flushes_without_io),
+            records: c.records.load(),
+            bytes: c.bytes.load(),
+            fpi: c.fpi.load(),
+            fpi_bytes: c.fpi_bytes.load(),
+            fpi_bytes_uncompressed: c.fpi_bytes_uncompressed.load(),
+            flush_requests: c.flush_requests.load(),
+            flushes_without_io: c.flushes_without_io.load(),
             flush_rounds: l(&c.flush_rounds),
-            page_write_flush_requests: l(&c.page_write_flush_requests),
+            page_write_flush_requests: c.page_write_flush_requests.load(),
             page_write_flush_rounds: l(&c.page_write_flush_rounds),
             fsyncs: l(&c.fsyncs),
             bytes_written: l(&c.bytes_written),

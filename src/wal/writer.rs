@@ -260,16 +260,16 @@ impl Wal {
         place.fill(&self.geo, &header, &payload);
         drop(copying);
         let (start, end) = (place.start, place.end);
-        add(&self.counters.records, 1);
-        add(&self.counters.bytes, total);
+        self.counters.records.add(1);
+        self.counters.bytes.add(total);
         // wal_fpi counts the images torn-page protection logs, as
         // PostgreSQL's does; a structure change always carries the images of
         // its pages and is counted as a record only.
         if rec.kind != super::record::RecordKind::StructureChange {
             let (images, image_bytes) = rec.images();
-            add(&self.counters.fpi, images);
-            add(&self.counters.fpi_bytes, image_bytes);
-            add(&self.counters.fpi_bytes_uncompressed, uncompressed);
+            self.counters.fpi.add(images);
+            self.counters.fpi_bytes.add(image_bytes);
+            self.counters.fpi_bytes_uncompressed.add(uncompressed);
         }
         Ok((Lsn(start), Lsn(end)))
     }
@@ -296,7 +296,7 @@ impl Wal {
     /// failed fsync) every later flush fails.
     pub fn flush(&self, upto: Lsn, who: Issuer) -> Result<()> {
         let _ = who; // The leader's I/O is the WAL writer's, whoever leads.
-        add(&self.counters.flush_requests, 1);
+        self.counters.flush_requests.add(1);
         self.flush_to(upto.0, true).map(|_| ())
     }
 
@@ -305,8 +305,8 @@ impl Wal {
     /// is an fsync no commit asked for.
     pub fn flush_for_page_write(&self, upto: Lsn, who: Issuer) -> Result<()> {
         let _ = who;
-        add(&self.counters.flush_requests, 1);
-        add(&self.counters.page_write_flush_requests, 1);
+        self.counters.flush_requests.add(1);
+        self.counters.page_write_flush_requests.add(1);
         if self.flush_to(upto.0, true)? {
             add(&self.counters.page_write_flush_rounds, 1);
         }
@@ -328,7 +328,7 @@ impl Wal {
         let flushed = match self.group_commit.wait_turn(upto)? {
             Turn::Covered => {
                 if count {
-                    add(&self.counters.flushes_without_io, 1);
+                    self.counters.flushes_without_io.add(1);
                 }
                 return Ok(false);
             }

@@ -9,8 +9,8 @@
 //! round. Threads share them by a number each thread draws once; two
 //! inserters on one lock copy one after the other.
 
+use crate::striped::thread_number;
 use parking_lot::{Mutex, MutexGuard};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// PostgreSQL's NUM_XLOGINSERT_LOCKS.
 const INSERTION_LOCKS: usize = 8;
@@ -39,13 +39,4 @@ impl InsertionLocks {
             drop(lock.0.lock());
         }
     }
-}
-
-/// A number per thread, drawn at its first insert.
-fn thread_number() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static NUMBER: usize = NEXT.fetch_add(1, Relaxed);
-    }
-    NUMBER.with(|n| *n)
 }
