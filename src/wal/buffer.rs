@@ -103,14 +103,23 @@ pub(crate) struct Inner {
 
 /// The bytes reserved for one record, filled outside the reservation
 /// lock.
+///
+/// It points at its blocks without owning them (no allocation, no shared
+/// reference count to bump under the reservation lock): they live while
+/// its reserver holds its insertion lock, since only a flush drops blocks
+/// ([`Inner::trim`], those wholly below its target) and a flush whose
+/// target lies past a reservation waits for that lock first. Padding is
+/// filled by the one leader that reserved it, before it flushes.
 pub(crate) struct Placement {
     pub start: u64,
     pub end: u64,
     /// The record before it: its header's previous-record LSN.
     pub prev: u64,
-    /// The blocks from the one holding `start` on, through the one holding
-    /// the record's last byte.
-    blocks: Vec<Arc<SharedBlock>>,
+    /// The block holding `start`.
+    first: *const SharedBlock,
+    /// The blocks after it through the one holding the record's last
+    /// byte: empty (unallocated) for a record within one block.
+    more: Vec<*const SharedBlock>,
 }
 
 /// A record header with its CRC, for a record of `total` bytes (header
@@ -177,7 +186,10 @@ impl Inner {
             start,
             end,
             prev: self.prev_record,
-            blocks: self.blocks.range(first..=last).cloned().collect(),
+            first: Arc::as_ptr(&self.blocks[first]),
+            more: (self.blocks.range(first + 1..=last))
+                .map(Arc::as_ptr)
+                .collect(),
         }
     }
 
@@ -266,9 +278,14 @@ impl Inner {
 
 impl Placement {
     /// Copies a record's header and payload into the reserved bytes,
-    /// skipping the page headers the reservation wrote. The caller holds
-    /// its insertion lock (or is the flush leader, for padding).
-    pub fn fill(&self, geo: &Geometry, header: &[u8; RECORD_HEADER_LEN], payload: &[u8]) {
+    /// skipping the page headers the reservation wrote.
+    ///
+    /// # Safety
+    /// The caller reserved this placement while holding its insertion
+    /// lock and still holds it (or is the flush leader that reserved this
+    /// padding, before its flush): the blocks are alive and the bytes are
+    /// its own.
+    pub unsafe fn fill(&self, geo: &Geometry, header: &[u8; RECORD_HEADER_LEN], payload: &[u8]) {
         let first_block = self.start / geo.block;
         let mut pos = self.start;
         for data in [&header[..], payload] {
@@ -279,11 +296,15 @@ impl Placement {
                 }
                 let off = geo.page_offset(pos) as usize;
                 let n = (geo.block as usize - off).min(data.len() - done);
-                let block = &self.blocks[(pos / geo.block - first_block) as usize];
-                // SAFETY: these bytes lie in `[start, end)`, reserved for
-                // this record alone, and no flush reads them before the
-                // caller's insertion lock is released.
-                unsafe { block.write(off, &data[done..done + n]) };
+                let block = match (pos / geo.block - first_block) as usize {
+                    0 => self.first,
+                    i => self.more[i - 1],
+                };
+                // SAFETY: the block lives while the caller holds its
+                // insertion lock (the type's comment); these bytes lie in
+                // `[start, end)`, reserved for this record alone, and no
+                // flush reads them before that lock is released.
+                unsafe { (*block).write(off, &data[done..done + n]) };
                 done += n;
                 pos += n as u64;
             }
@@ -293,7 +314,10 @@ impl Placement {
 
     /// Writes a padding record into its reserved bytes: its header (its
     /// payload's bytes are zero already).
-    pub fn fill_padding(&self, cfg: &WalConfig, geo: &Geometry) {
+    ///
+    /// # Safety
+    /// As for [`Placement::fill`].
+    pub unsafe fn fill_padding(&self, cfg: &WalConfig, geo: &Geometry) {
         let len = self.end - self.start;
         let payload_crc = crc32c::crc32c(&vec![0u8; len as usize - RECORD_HEADER_LEN]);
         let header = record_header(
@@ -304,7 +328,8 @@ impl Placement {
             cfg.epoch,
             payload_crc,
         );
-        self.fill(geo, &header, &[]);
+        // SAFETY: the caller's promise.
+        unsafe { self.fill(geo, &header, &[]) };
     }
 }
 
@@ -321,7 +346,8 @@ mod tests {
         let place = inner.reserve(cfg, geo, total);
         let crc = crc32c::crc32c(&payload);
         let header = record_header(rec.kind as u8, 1, total, place.prev, cfg.epoch, crc);
-        place.fill(geo, &header, &payload);
+        // SAFETY: one thread; nothing is trimmed before the fill.
+        unsafe { place.fill(geo, &header, &payload) };
         (place.start, place.end)
     }
 
@@ -375,7 +401,10 @@ mod tests {
             assert_eq!(h.long.is_some(), i == 0);
         }
         let (moved, padding) = inner.reserve_padding(&cfg, &geo);
-        padding.iter().for_each(|p| p.fill_padding(&cfg, &geo));
+        // SAFETY: one thread; nothing is trimmed before the fills.
+        padding
+            .iter()
+            .for_each(|p| unsafe { p.fill_padding(&cfg, &geo) });
         assert!(inner.insert_pos.is_multiple_of(geo.sector));
         assert_eq!(moved, inner.insert_pos - prev);
         let keep = inner.insert_pos / geo.block;

@@ -246,6 +246,7 @@ impl Wal {
         let place = {
             let mut g = self.inner.lock();
             let place = g.reserve(&self.cfg, &self.geo, total);
+            copying.reserved(place.start);
             self.publish_insert_state(&g);
             place
         };
@@ -257,7 +258,8 @@ impl Wal {
             self.cfg.epoch,
             payload_crc,
         );
-        place.fill(&self.geo, &header, &payload);
+        // SAFETY: reserved under `copying`, still held.
+        unsafe { place.fill(&self.geo, &header, &payload) };
         drop(copying);
         let (start, end) = (place.start, place.end);
         self.counters.records.add(1);
@@ -381,10 +383,11 @@ impl Wal {
             (g.insert_pos, blocks, padding)
         };
         for pad in &padding {
-            pad.fill_padding(&self.cfg, &geo);
+            // SAFETY: this leader reserved it; its own trim comes after.
+            unsafe { pad.fill_padding(&self.cfg, &geo) };
         }
         // Records reserved below the padding may still be copying in.
-        self.insertion_locks.wait_for_copies();
+        self.insertion_locks.wait_for_copies_below(target);
         let per_seg = geo.blocks_per_segment();
         let mut written: Vec<Arc<dyn File>> = Vec::new();
         let mut i = 0usize;

@@ -32,6 +32,7 @@ fn a_flush_waits_for_a_copy_reserved_below_its_target() {
     let place = {
         let mut g = wal.inner.lock();
         let place = g.reserve(&wal.cfg, &wal.geo, total);
+        copying.reserved(place.start);
         wal.publish_insert_state(&g);
         place
     };
@@ -52,7 +53,8 @@ fn a_flush_waits_for_a_copy_reserved_below_its_target() {
     assert_eq!(wal.flushed_lsn(), Lsn(0));
     let crc = crc32c::crc32c(&payload);
     let header = record_header(stalled.kind as u8, 1, total, place.prev, 1, crc);
-    place.fill(&wal.geo, &header, &payload);
+    // SAFETY: reserved under `copying`, still held.
+    unsafe { place.fill(&wal.geo, &header, &payload) };
     drop(copying);
     flusher.join().unwrap();
     let mut reader = WalReader::new(fs, dir.path(), &cfg(), Lsn(0)).unwrap();

@@ -1,42 +1,93 @@
 //! PostgreSQL 9.4's WAL insertion locks: an inserter holds one of them
 //! while it reserves its record's bytes and copies the record in, so the
 //! copy runs outside the reservation lock, beside other inserters' copies.
-//! A flush leader, once it has reserved the padding that ends its flush,
-//! takes each lock in turn: every copy reserved below its target has then
-//! finished, and the bytes it writes are whole.
+//! Each lock shows where its holder's record starts (stored under the
+//! reservation lock, as PostgreSQL's insertingAt). A flush leader, once it
+//! has reserved the padding that ends its flush, waits on each lock whose
+//! record starts below its target, so the bytes it writes are whole; it
+//! takes no lock where no copy below its target runs (the common case).
 //!
-//! Why a few locks and not one per thread: a leader takes them all each
-//! round. Threads share them by a number each thread draws once; two
-//! inserters on one lock copy one after the other.
+//! Why a few locks and not one per thread: a leader looks at them all each
+//! round. Threads share them by their thread number; two inserters on one
+//! lock copy one after the other.
 
 use crate::striped::thread_number;
 use parking_lot::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 /// PostgreSQL's NUM_XLOGINSERT_LOCKS.
 const INSERTION_LOCKS: usize = 8;
 
-/// A lock alone on its cache line, so that inserters on different locks
+/// `inserting_at` when no reservation is being copied.
+const NONE: u64 = u64::MAX;
+
+/// One lock, alone on its cache line so that inserters on different locks
 /// do not bounce one line between cores.
 #[repr(align(128))]
-#[derive(Default)]
-struct Padded(Mutex<()>);
+struct Slot {
+    lock: Mutex<()>,
+    /// Where the holder's reservation starts, once it has one; `NONE`
+    /// otherwise.
+    inserting_at: AtomicU64,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            lock: Mutex::new(()),
+            inserting_at: AtomicU64::new(NONE),
+        }
+    }
+}
 
 #[derive(Default)]
 pub(super) struct InsertionLocks {
-    locks: [Padded; INSERTION_LOCKS],
+    slots: [Slot; INSERTION_LOCKS],
+}
+
+/// An insertion lock held: the reserving and copying of one record.
+pub(super) struct Inserting<'a> {
+    slot: &'a Slot,
+    _held: MutexGuard<'a, ()>,
 }
 
 impl InsertionLocks {
     /// The calling thread's lock, held while it reserves and copies.
-    pub fn mine(&self) -> MutexGuard<'_, ()> {
-        self.locks[thread_number() % INSERTION_LOCKS].0.lock()
+    pub fn mine(&self) -> Inserting<'_> {
+        let slot = &self.slots[thread_number() % INSERTION_LOCKS];
+        Inserting {
+            slot,
+            _held: slot.lock.lock(),
+        }
     }
 
-    /// Returns once every copy that held a lock when this was called has
-    /// finished. The caller holds none of them.
-    pub fn wait_for_copies(&self) {
-        for lock in &self.locks {
-            drop(lock.0.lock());
+    /// Returns once every copy of a record reserved before this call and
+    /// starting below `target` has finished. The caller reserved up to
+    /// `target` under the reservation lock and holds no insertion lock.
+    pub fn wait_for_copies_below(&self, target: u64) {
+        for slot in &self.slots {
+            // Read after the caller's reservation: a record reserved
+            // before it shows its start here (stored under that lock).
+            if slot.inserting_at.load(SeqCst) < target {
+                // Its holder lets go only after its copy.
+                drop(slot.lock.lock());
+            }
         }
+    }
+}
+
+impl Inserting<'_> {
+    /// Shows the reservation starting at `start`; called under the
+    /// reservation lock, before it is released.
+    pub fn reserved(&self, start: u64) {
+        self.slot.inserting_at.store(start, SeqCst);
+    }
+}
+
+impl Drop for Inserting<'_> {
+    fn drop(&mut self) {
+        // Before the lock is released (fields drop after this): a leader
+        // that reads NONE sees the copy done.
+        self.slot.inserting_at.store(NONE, SeqCst);
     }
 }
