@@ -110,6 +110,14 @@ pub enum Error {
     #[error("transaction {xid} aborted to avoid a deadlock on a row lock held by transaction {holder}; retry it")]
     Deadlock { xid: u64, holder: u64 },
 
+    /// A commit gave up before applying anything: for many rounds in a
+    /// row other commits split or filled the leaves it needed first.
+    /// Nothing it wrote reached a page or the WAL; retrying the whole
+    /// transaction is safe (SQLSTATE 40001 to SQL, as PostgreSQL's
+    /// serialization failures).
+    #[error("transaction {xid} could not commit: {why}; retry it")]
+    CommitContention { xid: u64, why: String },
+
     /// A wait for a row lock ended because the transaction's owner asked
     /// it to stop (a cancel, a statement timeout, a shutdown): the SQL
     /// layer reports why.
@@ -207,7 +215,10 @@ impl Error {
 
     /// True when retrying the transaction may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Deadlock { .. })
+        matches!(
+            self,
+            Error::Deadlock { .. } | Error::CommitContention { .. }
+        )
     }
 
     /// True when the disk is full (ENOSPC).

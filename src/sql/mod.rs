@@ -65,6 +65,7 @@ use crate::Error;
 pub(crate) fn engine_err(e: Error) -> SqlError {
     let code = match &e {
         Error::Deadlock { .. } => codes::DEADLOCK_DETECTED,
+        Error::CommitContention { .. } => codes::SERIALIZATION_FAILURE,
         Error::LockWaitInterrupted { .. } => codes::QUERY_CANCELED,
         Error::DuplicateKey { .. } => codes::UNIQUE_VIOLATION,
         Error::NoSuchTable(_) => codes::UNDEFINED_TABLE,
@@ -98,5 +99,20 @@ mod engine_err_tests {
         let sql = engine_err(e);
         assert_eq!(sql.code, codes::OBJECT_IN_USE);
         assert!(sql.message.contains("in use by process 1234"), "{sql}");
+    }
+
+    /// A commit that lost its leaves to other commits' splits round after
+    /// round applied nothing: retryable, PostgreSQL's serialization
+    /// failure, not an internal error.
+    #[test]
+    fn commit_contention_is_40001_and_retryable() {
+        let e = Error::CommitContention {
+            xid: 7,
+            why: "for 1000 rounds in a row other commits filled or split its leaves first".into(),
+        };
+        assert!(e.is_retryable());
+        let sql = engine_err(e);
+        assert_eq!(sql.code, codes::SERIALIZATION_FAILURE);
+        assert!(sql.message.contains("retry it"), "{sql}");
     }
 }

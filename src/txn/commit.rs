@@ -77,11 +77,9 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
             break;
         }
     }
-    let (end, emptied) = applied.ok_or_else(|| {
-        Error::Invalid(format!(
-            "transaction {} could not commit after {MAX_ROUNDS} rounds of concurrent splits",
-            tx.xid
-        ))
+    let (end, emptied) = applied.ok_or_else(|| Error::CommitContention {
+        xid: tx.xid,
+        why: format!("its leaves changed under it in {MAX_ROUNDS} rounds of concurrent splits"),
     })?;
     if wait && db.options.synchronous_commit {
         // Any failure here stops the database: this commit's changes are
@@ -151,10 +149,12 @@ fn prepare<'a>(
         }
         stalled_rounds = if split_any { 0 } else { stalled_rounds + 1 };
     }
-    Err(Error::Invalid(format!(
-        "transaction {}: for {MAX_ROUNDS} rounds other commits filled or split its leaves first",
-        tx.xid
-    )))
+    Err(Error::CommitContention {
+        xid: tx.xid,
+        why: format!(
+            "for {MAX_ROUNDS} rounds in a row other commits filled or split its leaves first"
+        ),
+    })
 }
 
 /// Groups the writes (in key order) by the leaf that covers each, pinned.
