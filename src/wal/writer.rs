@@ -29,7 +29,7 @@
 //!   was fdatasynced; a segment is created (zero-filled, fsynced, renamed,
 //!   directory fsynced) before the first write into it.
 
-use super::buffer::{record_header, Inner, SharedBlock};
+use super::buffer::{record_header, Inner, Placement, SharedBlock};
 use super::config::{add, Counters, WalConfig, WalStats};
 use super::format::{Geometry, PageHeader, MAX_RECORD_LEN, PAGE_MAGIC, RECORD_HEADER_LEN};
 use super::image_codec;
@@ -38,7 +38,7 @@ use super::segment;
 use crate::error::{Error, Result};
 use crate::file::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::lsn::Lsn;
-use insertion_locks::InsertionLocks;
+use insertion_locks::{Inserting, InsertionLocks};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -218,6 +218,17 @@ impl Wal {
         self.buffered_blocks.store(g.blocks.len(), SeqCst);
     }
 
+    /// Reserves `total` bytes for a record at the insert position, shown
+    /// on `copying` before the reservation lock is let go (a flush leader
+    /// that reserves after it must see it).
+    fn reserve_record(&self, copying: &Inserting<'_>, total: u64) -> Placement {
+        let mut g = self.inner.lock();
+        let place = g.reserve(&self.cfg, &self.geo, total);
+        copying.reserved(place.start);
+        self.publish_insert_state(&g);
+        place
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> WalStats {
         self.counters.snapshot()
@@ -243,13 +254,7 @@ impl Wal {
         }
         let payload_crc = crc32c::crc32c(&payload);
         let copying = self.insertion_locks.mine();
-        let place = {
-            let mut g = self.inner.lock();
-            let place = g.reserve(&self.cfg, &self.geo, total);
-            copying.reserved(place.start);
-            self.publish_insert_state(&g);
-            place
-        };
+        let place = self.reserve_record(&copying, total);
         let header = record_header(
             rec.kind as u8,
             rec.xid,

@@ -29,13 +29,7 @@ fn a_flush_waits_for_a_copy_reserved_below_its_target() {
     let payload = stalled.encode().unwrap();
     let total = (RECORD_HEADER_LEN + payload.len()) as u64;
     let copying = wal.insertion_locks.mine();
-    let place = {
-        let mut g = wal.inner.lock();
-        let place = g.reserve(&wal.cfg, &wal.geo, total);
-        copying.reserved(place.start);
-        wal.publish_insert_state(&g);
-        place
-    };
+    let place = wal.reserve_record(&copying, total);
     // A commit after it flushes: its target lies past the stalled copy.
     let flusher = {
         let wal = wal.clone();
@@ -45,6 +39,9 @@ fn a_flush_waits_for_a_copy_reserved_below_its_target() {
             wal.flush(end, Issuer::Client).unwrap();
         })
     };
+    // Time for the flusher to reach its wait. Not a timed assertion: a
+    // correct writer never lets it finish here, however slow the machine;
+    // a slow machine can only miss a broken one.
     std::thread::sleep(Duration::from_millis(100));
     assert!(
         !flusher.is_finished(),
