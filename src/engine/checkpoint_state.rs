@@ -3,8 +3,9 @@
 //! measure from, and the statistics (pg_stat_checkpointer). The procedure
 //! that changes it is `crate::checkpoint`.
 
+use crate::striped::StripedRwLock;
 use crate::Lsn;
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLockReadGuard};
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::Duration;
 
@@ -87,11 +88,16 @@ impl CheckpointStats {
 }
 
 /// Where redo starts: the redo point of the checkpoint in progress, or of
-/// the last one.
+/// the last one. Every commit holds it shared, so it is striped: commits
+/// on different cores share no lock word.
 #[derive(Default)]
-pub(crate) struct RedoPoint(RwLock<Lsn>);
+pub(crate) struct RedoPoint(StripedRwLock<Lsn>);
 
 impl RedoPoint {
+    pub(crate) fn new(redo: Lsn) -> RedoPoint {
+        RedoPoint(StripedRwLock::new(redo))
+    }
+
     /// Holds the redo point where it is until the guard is dropped.
     pub(crate) fn hold(&self) -> RwLockReadGuard<'_, Lsn> {
         self.0.read()
@@ -102,9 +108,9 @@ impl RedoPoint {
     /// after, never before, it lets go. Returns (old, new).
     pub(crate) fn advance(&self, to: impl FnOnce() -> Lsn) -> (Lsn, Lsn) {
         let mut point = self.0.write();
-        let (old, new) = (*point, to());
+        let (old, new) = (*point.get(), to());
         assert!(new >= old, "redo point moving back from {old} to {new}");
-        *point = new;
+        point.update(|p| *p = new);
         (old, new)
     }
 }
@@ -150,7 +156,7 @@ impl CheckpointState {
     /// at `now` on the engine's clock.
     pub(crate) fn starting_at(redo: Lsn, now: Duration) -> Self {
         CheckpointState {
-            redo_point: RedoPoint(RwLock::new(redo)),
+            redo_point: RedoPoint::new(redo),
             one_at_a_time: Mutex::new(()),
             started: AtomicU64::new(0),
             progress: AtomicU64::new(0),

@@ -16,6 +16,7 @@ use crate::file::{DirLock, FileSystem};
 use crate::lock_table::LockManager;
 use crate::options::Options;
 use crate::settings::{CreationSettings, TornPageProtection};
+use crate::striped::StripedRwLock;
 use crate::wal::Wal;
 use checkpoint_state::CheckpointState;
 use double_write_stats::DoubleWriteStats;
@@ -56,7 +57,8 @@ pub(crate) struct Engine {
     /// Files of tables dropped in this opening. A commit holds it shared
     /// through its apply phase, so a drop taking it exclusively waits out
     /// every commit already applying, and every later one sees the drop.
-    dropped: RwLock<HashSet<u32>>,
+    /// Striped: commits on different cores share no lock word.
+    dropped: StripedRwLock<HashSet<u32>>,
     poisoned: Mutex<Option<String>>,
     /// Tells the background threads to end.
     pub(crate) stop: AtomicBool,
@@ -100,7 +102,7 @@ impl Engine {
             catalog: RwLock::new(HashMap::new()),
             ddl: Mutex::new(()),
             smo: Mutex::new(HashMap::new()),
-            dropped: RwLock::new(HashSet::new()),
+            dropped: StripedRwLock::new(HashSet::new()),
             poisoned: Mutex::new(None),
             stop: AtomicBool::new(false),
             _dir_lock: dir_lock,
@@ -157,7 +159,9 @@ impl Engine {
 
     /// Marks `file_id` dropped once every commit applying now is done.
     pub(crate) fn mark_dropped(&self, file_id: u32) {
-        self.dropped.write().insert(file_id);
+        self.dropped.write().update(|d| {
+            d.insert(file_id);
+        });
     }
 
     /// The torn-page protection in force: what the image decision uses.
