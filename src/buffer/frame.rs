@@ -32,6 +32,12 @@ impl PageId {
     pub(crate) fn encode(self) -> u64 {
         (self.file_id as u64) << 32 | self.block as u64
     }
+    /// Which of `n` shards the page falls in: the pool's mapping and the
+    /// deferred pages' index are split by it.
+    pub(crate) fn shard_of(self, n: usize) -> usize {
+        let h = (self.file_id as usize).wrapping_mul(0x9E37_79B9) ^ self.block as usize;
+        h % n
+    }
     pub(crate) fn decode(v: u64) -> PageId {
         PageId {
             file_id: (v >> 32) as u32,

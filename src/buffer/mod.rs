@@ -35,6 +35,7 @@ use crate::file::Issuer;
 use crate::settings::ChecksumAlgorithm;
 use crate::striped::StripedCounter;
 use crate::Lsn;
+use arc_swap::ArcSwap;
 use frame::Frame;
 pub(crate) use frame::{PageMap, PageSet};
 use parking_lot::Mutex;
@@ -42,6 +43,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
+
+/// The protection in force, as [`BufferPool::page_write_protection`] hands
+/// it out.
+pub type ProtectionGuard = arc_swap::Guard<Arc<Arc<dyn PageWriteProtection>>>;
 
 /// The WAL as the buffer pool sees it: what it must flush before a write.
 pub trait WalFlush: Send + Sync {
@@ -224,7 +229,10 @@ pub struct BufferPool {
     files: Arc<DataFiles>,
     wal: Arc<dyn WalFlush>,
     /// Swapped only at an opening's protection switch, before any client.
-    protection: parking_lot::RwLock<Arc<dyn PageWriteProtection>>,
+    /// Read on every miss and page write: an `ArcSwap` load bumps no
+    /// shared count (an `RwLock` read and an `Arc` clone wrote two lines
+    /// every core shares).
+    protection: ArcSwap<Arc<dyn PageWriteProtection>>,
     /// `protection`'s eviction_batch, read on every claim without its lock.
     eviction_batch: AtomicUsize,
     /// `protection`'s defers_in_place, read on every miss without its lock.
@@ -310,7 +318,7 @@ impl BufferPool {
             wal,
             eviction_batch: AtomicUsize::new(protection.eviction_batch()),
             defers_in_place: AtomicBool::new(protection.defers_in_place()),
-            protection: parking_lot::RwLock::new(protection),
+            protection: ArcSwap::from_pointee(protection),
             validator,
             recovery: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
@@ -333,9 +341,10 @@ impl BufferPool {
     pub fn files(&self) -> &Arc<DataFiles> {
         &self.files
     }
-    /// The torn-page protection pages are written under now.
-    pub fn page_write_protection(&self) -> Arc<dyn PageWriteProtection> {
-        self.protection.read().clone()
+    /// The torn-page protection pages are written under now (the guard
+    /// keeps it alive; it is meant to be held briefly).
+    pub fn page_write_protection(&self) -> ProtectionGuard {
+        self.protection.load()
     }
 
     /// Writes every later page under `protection` (a switch of mode at an
@@ -345,7 +354,7 @@ impl BufferPool {
             .store(protection.eviction_batch(), SeqCst);
         self.defers_in_place
             .store(protection.defers_in_place(), SeqCst);
-        *self.protection.write() = protection;
+        self.protection.store(Arc::new(protection));
     }
 
     pub fn set_recovery(&self, on: bool) {
@@ -368,8 +377,7 @@ impl BufferPool {
     }
 
     fn shard(&self, id: PageId) -> &Mutex<PageMap<usize>> {
-        let h = (id.file_id as usize).wrapping_mul(0x9E37_79B9) ^ id.block as usize;
-        &self.shards[h % SHARDS]
+        &self.shards[id.shard_of(SHARDS)]
     }
 }
 
