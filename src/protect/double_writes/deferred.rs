@@ -79,6 +79,7 @@
 
 use crate::buffer::{PageId, PageMap, PageSet};
 use crate::lsn::Lsn;
+use crate::protect::double_writes::deferred_index::CopyIndex;
 use crate::protect::double_writes::slot_set::SlotSet;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::HashSet;
@@ -103,8 +104,8 @@ struct Live {
 
 #[derive(Default)]
 struct Slots {
-    /// Looked up on every buffer-pool miss: keyed with the page table's
-    /// cheap hasher (SipHash took 2 % of oltp_write_only's CPU here).
+    /// Keyed with the page table's cheap hasher (SipHash took 2 % of
+    /// oltp_write_only's CPU here when every miss looked here).
     live: PageMap<Live>,
     /// Bumped as each checkpoint starts ([`DeferredPages::next_era`]).
     era: u64,
@@ -143,6 +144,15 @@ struct Slots {
 }
 
 impl Slots {
+    /// Page `id`'s newest copy not yet in place: what
+    /// [`DeferredPages::lookup`] finds (through the index).
+    fn newest(&self, id: PageId) -> Option<DeferredCopy> {
+        self.live
+            .get(&id)
+            .map(|l| l.copy)
+            .or_else(|| self.writing_back.get(&id).copied())
+    }
+
     /// `slot` no longer holds a copy anyone reads: free, or pending while
     /// a manifest may name it.
     fn release(&mut self, slot: u32) {
@@ -195,6 +205,9 @@ pub struct DeferredPages {
     /// The most slots the file may have (`AreaSettings::deferred_slots`).
     capacity: u32,
     slots: Mutex<Slots>,
+    /// `Slots::newest` of every page, for lookups without `slots`' mutex:
+    /// set by [`Self::reindex`] wherever `live` or `writing_back` change.
+    index: CopyIndex,
     /// Held by a write-back from its claim to its end, naps included: only
     /// write-backs and `forget_file` (a drop) wait for it, never a write.
     order: Mutex<()>,
@@ -239,6 +252,7 @@ impl DeferredPages {
                 allocated: u32::MAX,
                 ..Slots::default()
             }),
+            index: CopyIndex::default(),
             order: Mutex::new(()),
             landed: Condvar::new(),
         }
@@ -313,8 +327,16 @@ impl DeferredPages {
                 s.release(old.copy.slot);
                 obsolete += 1;
             }
+            self.reindex(&s, id);
         }
         obsolete
+    }
+
+    /// The index takes page `id`'s newest copy from `s`: called, with the
+    /// slots' mutex held, after every change of its `live` or
+    /// `writing_back` entry, before a slot freed by it is handed out.
+    fn reindex(&self, s: &Slots, id: PageId) {
+        self.index.set(id, s.newest(id));
     }
 
     /// Pages `ids` are about to be written in place from newer versions (a
@@ -346,6 +368,7 @@ impl DeferredPages {
                 s.release(old.slot);
                 dropped += 1;
             }
+            self.reindex(&s, id);
         }
         dropped
     }
@@ -382,12 +405,10 @@ impl DeferredPages {
     }
 
     /// Where page `id`'s newest copy lies, if its in-place write waits.
+    /// Every pool miss asks: it takes one shard of the index, not the
+    /// slots' mutex.
     pub fn lookup(&self, id: PageId) -> Option<DeferredCopy> {
-        let s = self.slots.lock();
-        s.live
-            .get(&id)
-            .map(|l| l.copy)
-            .or_else(|| s.writing_back.get(&id).copied())
+        self.index.get(id)
     }
 
     /// Pages deferred now (claimed ones included).
@@ -438,6 +459,9 @@ impl DeferredPages {
     fn claim(&self, cold_only: bool, except: &PageSet) -> Claimed<'_> {
         let order = self.order.lock();
         let mut s = self.slots.lock();
+        // The last write-back ended (`finish` or `unclaim`): a claim moves
+        // each copy from `live` to `writing_back`, and the index stays.
+        assert!(s.writing_back.is_empty(), "one write-back at a time");
         let era = s.era;
         let mut pages: Vec<(PageId, DeferredCopy)> = Vec::new();
         s.live.retain(|&id, l| {
@@ -505,6 +529,7 @@ impl DeferredPages {
         for (id, _) in &claimed.pages {
             if let Some(c) = s.writing_back.remove(id) {
                 s.release(c.slot);
+                self.reindex(&s, *id);
             }
         }
     }
@@ -529,6 +554,7 @@ impl DeferredPages {
                 // Cold: it was claimed as such, or by a claim of all.
                 s.live.insert(*id, Live { copy: c, era: 0 });
             }
+            self.reindex(&s, *id);
         }
     }
 
@@ -540,14 +566,17 @@ impl DeferredPages {
         let _order = self.order.lock();
         let mut s = self.slots.lock();
         s.forgotten.insert(file_id);
-        let gone: Vec<u32> = s
+        let gone: Vec<(PageId, u32)> = s
             .live
             .iter()
             .filter(|(id, _)| id.file_id == file_id)
-            .map(|(_, l)| l.copy.slot)
+            .map(|(id, l)| (*id, l.copy.slot))
             .collect();
         s.live.retain(|id, _| id.file_id != file_id);
-        gone.into_iter().for_each(|slot| s.release(slot));
+        for (id, slot) in gone {
+            s.release(slot);
+            self.reindex(&s, id);
+        }
     }
 
     /// Whether a checkpoint should write deferred pages back: the

@@ -382,3 +382,126 @@ fn page_images_leave_the_reserve_of_the_allocated_room_to_manifests() {
     d.allocated_up_to(14);
     assert_eq!(store(&d, page(50), 60).map(|c| c.slot), Some(0));
 }
+
+/// What the deferred pages do, step by step, for the model below.
+#[derive(Clone, Debug)]
+enum Step {
+    Store(PageId),
+    Supersede(PageId),
+    Claim { cold: bool },
+    Batch,
+    Finish,
+    Unclaim,
+    ForgetFile(u32),
+    NextEra,
+}
+
+fn any_step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    let id = (3u32..5, 0u32..6).prop_map(|(f, b)| PageId::new(f, b));
+    prop_oneof![
+        4 => id.clone().prop_map(Step::Store),
+        1 => id.prop_map(Step::Supersede),
+        1 => any::<bool>().prop_map(|cold| Step::Claim { cold }),
+        1 => Just(Step::Batch),
+        1 => Just(Step::Finish),
+        1 => Just(Step::Unclaim),
+        1 => (3u32..5).prop_map(Step::ForgetFile),
+        1 => Just(Step::NextEra),
+    ]
+}
+
+proptest::proptest! {
+    /// `lookup` (the sharded index) finds what a model of the rules says:
+    /// a page's newest stored copy, until a newer version goes in place, a
+    /// write-back that claimed that very copy finishes, or its file is
+    /// dropped; and no two pages' copies share a slot.
+    #[test]
+    fn lookups_follow_a_model_of_stores_write_backs_and_drops(
+        steps in proptest::collection::vec(any_step(), 1..80)
+    ) {
+        use std::collections::{BTreeMap, BTreeSet};
+        let d = DeferredPages::new(16);
+        // Page -> (newest copy, era stored in); the claim in progress.
+        let mut model: BTreeMap<PageId, (DeferredCopy, u64)> = BTreeMap::new();
+        let mut forgotten: BTreeSet<u32> = BTreeSet::new();
+        let (mut era, mut lsn) = (0u64, 0u64);
+        let mut claimed: Option<Claimed<'_>> = None;
+        for step in steps {
+            match step {
+                Step::Store(id) => {
+                    lsn += 1;
+                    if let Some(copy) = store(&d, id, lsn) {
+                        if !forgotten.contains(&id.file_id) {
+                            model.insert(id, (copy, era));
+                        }
+                    }
+                }
+                Step::Supersede(id) => {
+                    d.supersede([id].into_iter());
+                    model.remove(&id);
+                }
+                Step::Claim { cold } if claimed.is_none() => {
+                    let c = if cold { d.claim_cold() } else { d.claim_all() };
+                    let want: Vec<(PageId, DeferredCopy)> = model
+                        .iter()
+                        .filter(|(_, (_, e))| !cold || *e < era)
+                        .map(|(id, (c, _))| (*id, *c))
+                        .collect();
+                    proptest::prop_assert_eq!(&c.pages, &want);
+                    claimed = Some(c);
+                }
+                Step::Batch => {
+                    if let Some(c) = &claimed {
+                        drop(d.start_batch(&c.pages));
+                    }
+                }
+                Step::Finish => {
+                    if let Some(c) = claimed.take() {
+                        for (id, copy) in &c.pages {
+                            if model.get(id).map(|m| m.0) == Some(*copy) {
+                                model.remove(id);
+                            }
+                        }
+                        d.finish(c);
+                    }
+                }
+                Step::Unclaim => {
+                    if let Some(c) = claimed.take() {
+                        // Back as cold, unless stored again meanwhile.
+                        for (id, copy) in &c.pages {
+                            if let Some(m) = model.get_mut(id).filter(|m| m.0 == *copy) {
+                                m.1 = 0;
+                            }
+                        }
+                        d.unclaim(c);
+                    }
+                }
+                Step::ForgetFile(f) if claimed.is_none() => {
+                    d.forget_file(f);
+                    forgotten.insert(f);
+                    model.retain(|id, _| id.file_id != f);
+                }
+                Step::NextEra => {
+                    d.next_era();
+                    era += 1;
+                }
+                Step::Claim { .. } | Step::ForgetFile(_) => {}
+            }
+            let mut slots = BTreeSet::new();
+            for f in 3..5 {
+                for b in 0..6 {
+                    let id = PageId::new(f, b);
+                    let want = model.get(&id).map(|m| m.0);
+                    proptest::prop_assert_eq!(d.lookup(id), want, "{}", id);
+                    if let Some(c) = want {
+                        proptest::prop_assert!(slots.insert(c.slot), "slot {} twice", c.slot);
+                    }
+                }
+            }
+        }
+        if let Some(c) = claimed.take() {
+            d.unclaim(c);
+        };
+    }
+}

@@ -15,7 +15,8 @@
 //! - [`deferred`]: `double_write_defer_in_place`, evicted pages kept in
 //!   `dw/deferred` across checkpoints, written in place from their slots
 //!   only when the file is half full, at shutdown or at a switch (the I/O
-//!   in `write_back.rs`).
+//!   in `write_back.rs`); `deferred_index.rs` answers pool misses'
+//!   lookups without its mutex.
 //! - [`manifest`]: which deferred slots a checkpoint made durable, trusted
 //!   by recovery at any LSN (deferred pages stay across checkpoints).
 //! - [`settings`]: the run-time settings, checked, in pages.
@@ -31,6 +32,7 @@
 
 pub mod area;
 pub mod deferred;
+mod deferred_index;
 pub mod deferred_scan;
 pub mod manifest;
 pub mod recover;
