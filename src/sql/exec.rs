@@ -361,15 +361,26 @@ pub fn candidates(
                 return Ok(Vec::new());
             };
             let next = &pk[prefix.len()..pk.len().min(prefix.len() + 1)];
-            // A bound no key can take (NULL, out of the column's range)
-            // matches nothing; no bound leaves the range open.
-            let bound = |e: &Option<Expr>| -> Result<Option<Option<Vec<u8>>>, SqlError> {
-                match e {
-                    None => Ok(Some(None)),
-                    Some(e) => Ok(key_prefix(meta, next, std::slice::from_ref(e), cx)?.map(Some)),
-                }
-            };
-            let (Some(lo), Some(hi)) = (bound(lo)?, bound(hi)?) else {
+            // No bound leaves the range open; a NULL one matches nothing.
+            // One no key can take (an int8 past an int4 column, a string
+            // longer than varchar(n)) leaves its side open, as every key
+            // is on its side of it, or matches nothing when none is (a
+            // lower bound past the largest key, an upper one below the
+            // smallest): PostgreSQL compares int4 with int8 in int8. The
+            // filter checks every row read, so an open side is exact.
+            let bound =
+                |e: &Option<Expr>, lower: bool| -> Result<Option<Option<Vec<u8>>>, SqlError> {
+                    let Some(e) = e else { return Ok(Some(None)) };
+                    if let Some(key) = key_prefix(meta, next, std::slice::from_ref(e), cx)? {
+                        return Ok(Some(Some(key)));
+                    }
+                    Ok(match e.eval(&[], cx)? {
+                        Value::Null => None,
+                        Value::Int(x) if (x > 0) == lower => None,
+                        _ => Some(None),
+                    })
+                };
+            let (Some(lo), Some(hi)) = (bound(lo, true)?, bound(hi, false)?) else {
                 return Ok(Vec::new());
             };
             let lo = lo.unwrap_or_default();

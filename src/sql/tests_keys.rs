@@ -100,6 +100,57 @@ fn a_composite_key_reads_points_prefixes_and_ranges_in_key_order() {
     assert_eq!(ints(&mut s, q), [5]);
 }
 
+/// A range bound past the key column's type (an int8 constant on an int4
+/// key, a string longer than the varchar) compares as PostgreSQL does, in
+/// the wider type: before, any such bound matched nothing.
+#[test]
+fn a_range_bound_past_the_columns_type_compares_in_the_wider_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = create(dir.path());
+    let mut s = engine.session();
+    ok(&mut s, ORDERS);
+    ok(
+        &mut s,
+        "create table names (n varchar(3) primary key, k int4)",
+    );
+    for o in [-5, 1, 2, 3] {
+        ok(
+            &mut s,
+            &format!("insert into orders values ({o}, 1, 1, {o}, 'x')"),
+        );
+    }
+    for (n, k) in [("a", 1), ("abc", 2), ("abd", 3), ("b", 4)] {
+        ok(&mut s, &format!("insert into names values ('{n}', {k})"));
+    }
+    let key = "select o_id from orders where o_w_id = 1 and o_d_id = 1 and o_id";
+    let cases: [(&str, &[i64]); 10] = [
+        (">= -3000000000", &[-5, 1, 2, 3]),
+        ("> -3000000000 and o_id < 2", &[-5, 1]),
+        ("< 3000000000", &[-5, 1, 2, 3]),
+        ("between -3000000000 and 3000000000", &[-5, 1, 2, 3]),
+        ("between 2 and 3000000000", &[2, 3]),
+        ("> 3000000000", &[]),
+        ("< -3000000000", &[]),
+        ("between 3000000000 and 4000000000", &[]),
+        ("> null", &[]),
+        ("< 2", &[-5, 1]),
+    ];
+    for (bound, want) in cases {
+        let q = format!("{key} {bound} order by o_id");
+        assert_eq!(ints(&mut s, &q), want, "{q}");
+    }
+    let names = |s: &mut Session, bound: &str| {
+        ints(
+            s,
+            &format!("select k from names where n {bound} order by n"),
+        )
+    };
+    assert_eq!(names(&mut s, "> 'abcd'"), [3, 4]);
+    assert_eq!(names(&mut s, ">= 'abcd'"), [3, 4]);
+    assert_eq!(names(&mut s, "< 'abcd'"), [1, 2]);
+    assert_eq!(names(&mut s, "<= 'abzz'"), [1, 2, 3]);
+}
+
 #[test]
 fn a_composite_index_finds_rows_by_its_leading_columns_and_follows_updates() {
     let dir = tempfile::tempdir().unwrap();
