@@ -221,3 +221,33 @@ fn waldump_prints_records_and_stats() {
     limited.expect_code(0);
     assert_eq!(limited.lines_starting("kind:"), 2, "{}", limited.context());
 }
+
+/// `untorn waldump DIR | head -1`: a reader that stops reading ends the
+/// command by SIGPIPE, as it ends cat, with nothing on stderr. Before, the
+/// first print panicked ("failed printing to stdout: Broken pipe").
+#[test]
+fn a_reader_that_stops_reading_ends_waldump_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Command;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    filled_database(&dir, Options::default(), 3000);
+    // The reader is gone before the command starts: its first write fails
+    // whatever the pipe's capacity.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_untorn"))
+        .arg("waldump")
+        .arg(&dir)
+        .stdout(writer)
+        .output()
+        .expect("run the untorn binary");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}\n{stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

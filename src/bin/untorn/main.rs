@@ -283,6 +283,9 @@ fn init_logging(level: &str) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        end_quietly_when_stdout_closes();
+    }
     let default_level = match cli.command {
         Command::Crashtest(_) => "off",
         _ => "warn",
@@ -297,6 +300,20 @@ fn main() -> ExitCode {
             eprintln!("untorn: error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A reader that stops reading (`untorn waldump DIR | head`) ends the
+/// command as it ends cat or grep, by SIGPIPE: Rust ignores the signal,
+/// so the next print panicked ("failed printing to stdout"). Not for the
+/// server, which must outlive its clients and whose output is not stdout.
+/// Sockets write with MSG_NOSIGNAL (std and mio on Linux), so a client
+/// connection a command holds still fails as an error, not a signal.
+fn end_quietly_when_stdout_closes() {
+    // SAFETY: called first in main, before any thread: sets the default
+    // disposition of one signal.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
