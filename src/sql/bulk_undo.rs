@@ -37,9 +37,9 @@ pub fn undo(
     for key in loaded.keys() {
         let t = sink.tx();
         t.set_stop(Some(stop.clone()));
-        if let Some(bytes) = t.get_for_update(&meta.rows, key).map_err(engine_err)? {
+        if let Some(bytes) = t.get_for_update(&meta.rows, &key).map_err(engine_err)? {
             let old = decode_row(&meta.types, &bytes)?;
-            exec::delete_row(t, meta, key, &old)?;
+            exec::delete_row(t, meta, &key, &old)?;
             deleted += 1;
         }
         sink.row_done()?;

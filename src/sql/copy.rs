@@ -84,7 +84,7 @@ pub(super) struct CopyState {
     pub(super) in_batch: usize,
     /// Batched outside a block: the keys of the rows loaded, which a
     /// failure deletes (bulk_undo.rs).
-    pub(super) loaded: Option<LoadedKeys>,
+    pub(super) loaded: Option<Box<LoadedKeys>>,
 }
 
 #[cfg(test)]

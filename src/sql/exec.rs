@@ -136,7 +136,8 @@ pub enum Sink<'a> {
         tx: Option<Tx>,
         in_tx: usize,
         batch: usize,
-        loaded: Option<LoadedKeys>,
+        /// Boxed: the variant stays near the other's size.
+        loaded: Option<Box<LoadedKeys>>,
     },
 }
 
@@ -149,7 +150,7 @@ impl Sink<'_> {
             tx: None,
             in_tx: 0,
             batch: (batch / (1 + meta.indexes.len())).max(1),
-            loaded,
+            loaded: loaded.map(Box::new),
         }
     }
 
@@ -195,7 +196,7 @@ impl Sink<'_> {
     /// The keys kept, the open batch aborted.
     pub fn into_loaded(self) -> Option<LoadedKeys> {
         match self {
-            Sink::Batched { loaded, .. } => loaded,
+            Sink::Batched { loaded, .. } => loaded.map(|l| *l),
             Sink::Tx(_) => None,
         }
     }

@@ -412,7 +412,7 @@ impl Session {
                     tx: None,
                     in_batch: 0,
                     loaded: (batched && !matches!(self.state, State::Block(_)))
-                        .then(|| self.load_undo_keys()),
+                        .then(|| Box::new(self.load_undo_keys())),
                 });
                 Ok(Outcome::CopyIn {
                     columns: targets.len(),

@@ -108,16 +108,17 @@ fn a_load_past_the_key_bound_is_54000_and_undone() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::create(&dir.path().join("db"), Options::default()).unwrap();
     let limits = limits::Limits {
-        max_load_undo_bytes: 20_000,
+        max_load_undo_bytes: 40_000,
         ..limits::Limits::default()
     };
     let e = SqlEngine::open_with_limits(Arc::new(db), limits).unwrap();
     let mut a = e.session();
     ok(&mut a, "create table t (id int primary key, v text)");
     ok(&mut a, "copy t from stdin");
-    // 13-byte keys: the bound falls past the first 1,000-row batch.
+    // Every other id: no two keys consecutive, so each is kept whole (13
+    // bytes and 8 of run): the bound falls past the first 1,000-row batch.
     let mut refused = None;
-    for id in 0..3_000 {
+    for id in (0..6_000).step_by(2) {
         if let Err(err) = a.copy_data(format!("{id}\tv\n").as_bytes()) {
             refused = Some((id, err));
             break;
@@ -125,8 +126,40 @@ fn a_load_past_the_key_bound_is_54000_and_undone() {
     }
     let (at, err) = refused.expect("the bound refused a row");
     assert_eq!(err.code, codes::PROGRAM_LIMIT_EXCEEDED, "{err}");
-    assert!(at > 1_000, "refused at row {at}, before a batch committed");
+    assert!(at > 2_000, "refused at id {at}, before a batch committed");
     assert_eq!(count(&mut a, "select count(*) from t"), Value::Int(0));
     ok(&mut a, "insert into t values (1, 'after')");
     assert_eq!(count(&mut a, "select count(*) from t"), Value::Int(1));
+}
+
+/// A load in key order keeps its keys as runs: far more rows than the
+/// bound holds keys of load, and a failure still undoes every one.
+#[test]
+fn a_load_in_key_order_passes_the_key_bound_and_is_undone_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::create(&dir.path().join("db"), Options::default()).unwrap();
+    let limits = limits::Limits {
+        max_load_undo_bytes: 2_000,
+        ..limits::Limits::default()
+    };
+    let e = SqlEngine::open_with_limits(Arc::new(db), limits).unwrap();
+    let mut a = e.session();
+    ok(&mut a, "create table t (id int primary key, v text)");
+    ok(&mut a, "create table h (v text)");
+    // 2,000 bytes hold about 95 keys kept one by one; 20,000 rows in
+    // 1,000-row batches make 20 runs.
+    let rows = 20_000;
+    ok(&mut a, "copy t from stdin");
+    for id in 0..rows {
+        a.copy_data(format!("{id}\tv\n").as_bytes()).unwrap();
+    }
+    // A bad row after 20 committed batches: the load fails, undone whole.
+    assert!(a.copy_data(b"oops\tv\n").is_err());
+    assert_eq!(count(&mut a, "select count(*) from t"), Value::Int(0));
+    // Hidden row ids (no primary key) are consecutive too.
+    ok(
+        &mut a,
+        &format!("insert into h select 'x' from generate_series(1, {rows}) as g"),
+    );
+    assert_eq!(count(&mut a, "select count(*) from h"), Value::Int(rows));
 }
