@@ -207,7 +207,7 @@ pub struct DeferredPages {
     slots: Mutex<Slots>,
     /// `Slots::newest` of every page, for lookups without `slots`' mutex:
     /// set by [`Self::reindex`] wherever `live` or `writing_back` change.
-    index: CopyIndex,
+    index: CopyIndex<DeferredCopy>,
     /// Held by a write-back from its claim to its end, naps included: only
     /// write-backs and `forget_file` (a drop) wait for it, never a write.
     order: Mutex<()>,

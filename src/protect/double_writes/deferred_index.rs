@@ -11,7 +11,6 @@
 //! and after reading the slot read that copy.
 
 use crate::buffer::{PageId, PageMap};
-use crate::protect::double_writes::deferred::DeferredCopy;
 use parking_lot::Mutex;
 
 /// Shards: enough that a 16-core machine's misses seldom meet.
@@ -19,22 +18,29 @@ const SHARDS: usize = 16;
 
 /// One shard alone on its cache lines.
 #[repr(align(128))]
-#[derive(Default)]
-struct Shard(Mutex<PageMap<DeferredCopy>>);
+struct Shard<C>(Mutex<PageMap<C>>);
 
-/// The newest copy of each deferred page, by page.
-#[derive(Default)]
-pub(super) struct CopyIndex {
-    shards: [Shard; SHARDS],
+/// The newest copy `C` (a `DeferredCopy`; generic only so that this file
+/// needs nothing of deferred.rs) of each deferred page, by page.
+pub(super) struct CopyIndex<C> {
+    shards: [Shard<C>; SHARDS],
 }
 
-impl CopyIndex {
-    pub(super) fn get(&self, id: PageId) -> Option<DeferredCopy> {
+impl<C> Default for CopyIndex<C> {
+    fn default() -> Self {
+        CopyIndex {
+            shards: std::array::from_fn(|_| Shard(Mutex::new(PageMap::default()))),
+        }
+    }
+}
+
+impl<C: Copy> CopyIndex<C> {
+    pub(super) fn get(&self, id: PageId) -> Option<C> {
         self.shard(id).lock().get(&id).copied()
     }
 
     /// Page `id`'s newest copy is now `copy` (None: none).
-    pub(super) fn set(&self, id: PageId, copy: Option<DeferredCopy>) {
+    pub(super) fn set(&self, id: PageId, copy: Option<C>) {
         let mut shard = self.shard(id).lock();
         match copy {
             Some(c) => shard.insert(id, c),
@@ -42,7 +48,7 @@ impl CopyIndex {
         };
     }
 
-    fn shard(&self, id: PageId) -> &Mutex<PageMap<DeferredCopy>> {
+    fn shard(&self, id: PageId) -> &Mutex<PageMap<C>> {
         &self.shards[id.shard_of(SHARDS)].0
     }
 }
