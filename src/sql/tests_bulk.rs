@@ -100,18 +100,23 @@ fn a_failed_series_insert_undoes_the_batches_it_committed() {
     assert_eq!(count(&mut a, "select count(*) from t"), Value::Int(6_000));
 }
 
+/// A new database's SQL engine keeping at most `bytes` of a load's keys.
+fn with_undo_bound(dir: &std::path::Path, bytes: usize) -> Arc<SqlEngine> {
+    let db = Database::create(&dir.join("db"), Options::default()).unwrap();
+    let limits = limits::Limits {
+        max_load_undo_bytes: bytes,
+        ..limits::Limits::default()
+    };
+    SqlEngine::open_with_limits(Arc::new(db), limits).unwrap()
+}
+
 /// A load past `max_load_undo_bytes` (a client may not make the server
 /// keep keys without bound) is refused with 54000 and undone, its
 /// committed first batch too; the session goes on.
 #[test]
 fn a_load_past_the_key_bound_is_54000_and_undone() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::create(&dir.path().join("db"), Options::default()).unwrap();
-    let limits = limits::Limits {
-        max_load_undo_bytes: 40_000,
-        ..limits::Limits::default()
-    };
-    let e = SqlEngine::open_with_limits(Arc::new(db), limits).unwrap();
+    let e = with_undo_bound(dir.path(), 40_000);
     let mut a = e.session();
     ok(&mut a, "create table t (id int primary key, v text)");
     ok(&mut a, "copy t from stdin");
@@ -137,12 +142,7 @@ fn a_load_past_the_key_bound_is_54000_and_undone() {
 #[test]
 fn a_load_in_key_order_passes_the_key_bound_and_is_undone_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::create(&dir.path().join("db"), Options::default()).unwrap();
-    let limits = limits::Limits {
-        max_load_undo_bytes: 2_000,
-        ..limits::Limits::default()
-    };
-    let e = SqlEngine::open_with_limits(Arc::new(db), limits).unwrap();
+    let e = with_undo_bound(dir.path(), 2_000);
     let mut a = e.session();
     ok(&mut a, "create table t (id int primary key, v text)");
     ok(&mut a, "create table h (v text)");
