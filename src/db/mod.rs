@@ -109,6 +109,12 @@ impl Database {
         settings
     }
 
+    /// The longest row (value) a table of this database takes: a quarter
+    /// of a leaf, so that a split always finds room.
+    pub fn max_row_len(&self) -> usize {
+        crate::btree::node::max_value_len(self.engine.settings.page_size as usize)
+    }
+
     /// Starts a transaction.
     pub fn begin(&self) -> Transaction<'_> {
         Transaction::new(

@@ -23,6 +23,7 @@
 mod budget;
 mod bulk_undo;
 mod catalog;
+mod catalog_rows;
 mod copy;
 mod ddl;
 mod exec;

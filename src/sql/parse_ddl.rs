@@ -7,7 +7,7 @@ use super::catalog::{Catalog, ColumnDef};
 use super::expr::{ident, object_name, Expr, Scope};
 use super::limits::Limits;
 use super::plan::Plan;
-use super::types::{SqlError, SqlType};
+use super::types::{codes, SqlError, SqlType};
 use sqlparser::ast;
 
 fn sql_type(dt: &ast::DataType, sql: &str) -> Result<(SqlType, bool), SqlError> {
@@ -37,6 +37,9 @@ fn sql_type(dt: &ast::DataType, sql: &str) -> Result<(SqlType, bool), SqlError> 
         _ => return Err(SqlError::not_supported(sql)),
     })
 }
+
+/// The most columns a table may have, as in PostgreSQL.
+const MAX_COLUMNS: usize = 1600;
 
 pub(super) fn create_table(
     ct: &ast::CreateTable,
@@ -68,6 +71,13 @@ pub(super) fn create_table(
     }
     if wrong_storage {
         return Err(ns());
+    }
+    // PostgreSQL's MaxHeapAttributeNumber.
+    if ct.columns.len() > MAX_COLUMNS {
+        return Err(SqlError::new(
+            codes::TOO_MANY_COLUMNS,
+            format!("tables can have at most {MAX_COLUMNS} columns"),
+        ));
     }
     let mut columns = Vec::new();
     let mut primary_key = None;
