@@ -12,7 +12,9 @@
 //! (items and stock; customers and history; orders), each table in key
 //! order.
 
-use super::random::{data_with_original, field, last_name, nurand, padded, uniform, C_LAST_LOAD};
+use super::random::{
+    data_with_original, field, last_name, letters, nstring, nurand, padded, uniform, C_LAST_LOAD,
+};
 use super::schema::*;
 use super::Tpcc;
 use crate::db::{key_u64, Database};
@@ -28,9 +30,34 @@ fn rng(stream: u64) -> Rng {
     Rng::new(SEED, stream)
 }
 
-fn address<const N: usize>(rng: &mut Rng) -> [u8; N] {
-    // name / street 1 / street 2 / city / state / zip, as one field.
-    field::<N>(rng, N / 2, N)
+/// Street 1, street 2, city, state and zip as clause 4.3.3.1 draws
+/// them, each padded to its column's width (20, 20, 20, 2, 9): a-strings
+/// of 10..=20, two letters, four digits and "11111". The embedded rows
+/// keep them in one field; the wire load cuts it into the columns, which
+/// a single a-string of the field's length left blank from the city on.
+fn street_city_state_zip(r: &mut Rng, out: &mut Vec<u8>) {
+    for _ in 0..3 {
+        out.extend_from_slice(&field::<20>(r, 10, 20));
+    }
+    out.extend_from_slice(&letters(r, 2));
+    out.extend_from_slice(&nstring(r, 4));
+    out.extend_from_slice(b"11111");
+}
+
+/// A warehouse's or district's name (an a-string of 6..=10, in 10) and
+/// address: 81 bytes.
+fn named_address(r: &mut Rng) -> [u8; 81] {
+    let mut out = field::<10>(r, 6, 10).to_vec();
+    street_city_state_zip(r, &mut out);
+    out.try_into().expect("10 + 71 bytes")
+}
+
+/// A customer's address and phone (an n-string of 16): 87 bytes.
+fn customer_address(r: &mut Rng) -> [u8; 87] {
+    let mut out = Vec::with_capacity(87);
+    street_city_state_zip(r, &mut out);
+    out.extend_from_slice(&nstring(r, 16));
+    out.try_into().expect("71 + 16 bytes")
 }
 
 /// One district's orders: (customer, line count) for o_id 1.., drawn
@@ -75,7 +102,7 @@ pub fn warehouses_and_districts(t: &Tpcc) -> (WarehouseRows, DistrictRows) {
             let row = Warehouse {
                 ytd: 30_000_000,
                 tax: uniform(&mut r, 0, 2000) as i32,
-                rest: address(&mut r),
+                rest: named_address(&mut r),
             };
             (w, row)
         })
@@ -88,7 +115,7 @@ pub fn warehouses_and_districts(t: &Tpcc) -> (WarehouseRows, DistrictRows) {
                 ytd: 3_000_000,
                 tax: uniform(&mut r, 0, 2000) as i32,
                 next_o_id,
-                rest: address(&mut r),
+                rest: named_address(&mut r),
             };
             (w, d, row)
         })
@@ -145,7 +172,7 @@ pub fn customers(t: &Tpcc) -> impl Iterator<Item = (u32, u8, u32, Customer)> {
             middle: *b"OE",
             last: padded(&last),
             since: LOAD_DATE,
-            rest: address(&mut r),
+            rest: customer_address(&mut r),
             data: field(&mut r, 300, 500),
         };
         (w, d, c, row)
@@ -325,4 +352,70 @@ fn load_orders(t: &Tpcc, db: &Database) -> Result<()> {
         db.bulk_load(&index, keys.iter().map(|k| (k, [])))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is(bytes: &[u8], class: fn(&u8) -> bool) -> bool {
+        !bytes.is_empty() && bytes.iter().all(class)
+    }
+
+    /// Each address column holds what clause 4.3.3.1 draws: the wire load
+    /// cuts `rest` into them, and state and zip came out blank.
+    #[test]
+    fn every_address_column_is_drawn_as_the_specification_says() {
+        let t = Tpcc {
+            warehouses: 2,
+            items: 100,
+            customers: 10,
+        };
+        let street = |s: &[u8]| {
+            let text = s.trim_ascii_end();
+            (10..=20).contains(&text.len()) && is(text, u8::is_ascii_alphanumeric)
+        };
+        let state_zip = |s: &[u8]| {
+            is(&s[..2], u8::is_ascii_uppercase)
+                && is(&s[2..6], u8::is_ascii_digit)
+                && &s[6..] == b"11111"
+        };
+        let (warehouses, districts) = warehouses_and_districts(&t);
+        let named = warehouses
+            .iter()
+            .map(|w| w.1.rest)
+            .chain(districts.iter().map(|d| d.2.rest));
+        for rest in named {
+            let name = rest[..10].trim_ascii_end();
+            assert!(
+                (6..=10).contains(&name.len()),
+                "{:?}",
+                String::from_utf8_lossy(&rest)
+            );
+            assert!(
+                rest[10..70].chunks(20).all(street),
+                "{:?}",
+                String::from_utf8_lossy(&rest)
+            );
+            assert!(
+                state_zip(&rest[70..81]),
+                "{:?}",
+                String::from_utf8_lossy(&rest)
+            );
+        }
+        for (_, _, _, c) in customers(&t) {
+            let rest = c.rest;
+            assert!(
+                rest[..60].chunks(20).all(street),
+                "{:?}",
+                String::from_utf8_lossy(&rest)
+            );
+            assert!(
+                state_zip(&rest[60..71]),
+                "{:?}",
+                String::from_utf8_lossy(&rest)
+            );
+            assert!(is(&rest[71..87], u8::is_ascii_digit), "phone");
+        }
+    }
 }

@@ -45,6 +45,16 @@ pub fn astring(rng: &mut Rng, lo: usize, hi: usize) -> Vec<u8> {
         .collect()
 }
 
+/// `n` random digits (an n-string).
+pub fn nstring(rng: &mut Rng, n: usize) -> Vec<u8> {
+    (0..n).map(|_| b'0' + rng.below(10) as u8).collect()
+}
+
+/// `n` random capital letters (a state's code).
+pub fn letters(rng: &mut Rng, n: usize) -> Vec<u8> {
+    (0..n).map(|_| b'A' + rng.below(26) as u8).collect()
+}
+
 /// `astring` into a fixed-width field, padded with spaces.
 pub fn field<const N: usize>(rng: &mut Rng, lo: usize, hi: usize) -> [u8; N] {
     let s = astring(rng, lo, hi.min(N));
