@@ -21,6 +21,10 @@ use std::sync::atomic::Ordering::*;
 /// (it cost a third of the engine's CPU under oltp_write_only).
 const DIRTY_VICTIMS_SKIPPED: usize = 8;
 
+/// Sweeps after the first before a claim calls the pool exhausted, with
+/// pauses from 50 µs doubling to 10 ms between them: about 50 ms in all.
+const CLAIM_RETRIES: u32 = 12;
+
 impl BufferPool {
     /// Pins the frame mapped to `id`, whatever its state; the page table's
     /// shard mutex makes the lookup and the pin one step, so the frame
@@ -248,7 +252,34 @@ impl BufferPool {
     /// sweep, preferring clean frames; a dirty victim is written first).
     /// Call it without holding latches; the frame is then installed with
     /// [`BufferPool::install_new`] or returned when dropped.
+    ///
+    /// Most pins are brief (a page read, a victim's write), so with many
+    /// threads on a small pool a sweep may find every frame pinned for a
+    /// moment: it looks again, backing off, for about 50 ms before it
+    /// calls the pool exhausted. (A PostgreSQL backend errors at once, but
+    /// its pool is at least twice its connections.)
     pub fn claim_frame(&self, who: Issuer) -> Result<ClaimedFrame<'_>> {
+        let mut pause = std::time::Duration::from_micros(50);
+        for attempt in 0..=CLAIM_RETRIES {
+            if let Some(claimed) = self.claim_free() {
+                return Ok(claimed);
+            }
+            if let Some(claimed) = self.sweep_for_victim(who)? {
+                return Ok(claimed);
+            }
+            if attempt < CLAIM_RETRIES {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(10));
+            }
+        }
+        Err(Error::Invalid(format!(
+            "buffer pool exhausted: all {} frames are pinned or busy; raise buffer_pool_size",
+            self.frames.len()
+        )))
+    }
+
+    /// A frame from the free list, if any.
+    fn claim_free(&self) -> Option<ClaimedFrame<'_>> {
         let popped = {
             let mut free = self.free.lock();
             free.pop().inspect(|&idx| {
@@ -261,13 +292,18 @@ impl BufferPool {
                 );
             })
         };
-        if let Some(idx) = popped {
+        popped.map(|idx| {
             self.stats.claims.add(1);
-            return Ok(ClaimedFrame {
+            ClaimedFrame {
                 pool: self,
                 idx: Some(idx),
-            });
-        }
+            }
+        })
+    }
+
+    /// One clock sweep for a victim: None if every frame it met was
+    /// pinned or busy.
+    fn sweep_for_victim(&self, who: Issuer) -> Result<Option<ClaimedFrame<'_>>> {
         let n = self.frames.len();
         let mut dirty_skipped = 0;
         // Where writing a dirty victim costs an fsync (double writes batch
@@ -339,16 +375,14 @@ impl BufferPool {
             if self.unmap_if_unused(idx) {
                 self.stats.evictions.add(1);
                 self.stats.claims.add(1);
-                return Ok(ClaimedFrame {
+                return Ok(Some(ClaimedFrame {
                     pool: self,
                     idx: Some(idx),
-                });
+                }));
             }
             f.pins.fetch_sub(1, AcqRel);
         }
-        Err(Error::Invalid(format!(
-            "buffer pool exhausted: all {n} frames are pinned or busy; raise buffer_pool_size"
-        )))
+        Ok(None)
     }
 
     /// Removes the frame's mapping if only the caller pins it and it is

@@ -130,3 +130,24 @@ fn deferred_in_place_writes_survive_every_fault() {
     assert!(failures(&m).is_empty(), "{:?}", failures(&m));
     assert!(m.pages_repaired_from_double_writes > 0, "{m:?}");
 }
+
+/// Eight workload threads on the smallest pool (16 frames, two per
+/// thread): pins are brief, so a claim that finds every frame pinned
+/// looks again instead of failing. Before it did, most iterations of
+/// this run failed with "buffer pool exhausted" (seed 61: iterations 8,
+/// 9, 16 and 18 among the first 20).
+#[test]
+fn eight_threads_on_a_sixteen_frame_pool_find_a_frame() {
+    let opts = CrashTestOptions {
+        protections: vec![TornPageProtection::DoubleWrites],
+        iterations: 40,
+        seed: 61,
+        threads: 8,
+        buffer_pool_pages: Some(16),
+        trace_dir: Some(std::env::temp_dir()),
+        ..CrashTestOptions::default()
+    };
+    let report = crashlab::run(&opts, |_| {}).expect("the laboratory runs");
+    let m = report.modes.into_iter().next().expect("one mode");
+    assert!(failures(&m).is_empty(), "{:?}", failures(&m));
+}
