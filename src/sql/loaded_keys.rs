@@ -110,11 +110,15 @@ impl LoadedKeys {
 /// Whether `next` is `prev` plus one, both read as big-endian numbers of
 /// the same length (no carry out of the first byte).
 fn is_successor(prev: &[u8], next: &[u8]) -> bool {
-    if prev.len() != next.len() || prev.is_empty() {
+    if prev.len() != next.len() {
         return false;
     }
-    let mut p = prev.to_vec();
-    increment(&mut p) && p == next
+    // Adding one turns the trailing 0xff bytes to 0x00 and bumps the byte
+    // before them: compared in place, no copy per row loaded.
+    let Some(i) = prev.iter().rposition(|&b| b != 0xff) else {
+        return false;
+    };
+    prev[..i] == next[..i] && next[i] == prev[i] + 1 && next[i + 1..].iter().all(|&b| b == 0)
 }
 
 /// Adds one to `key` read as a big-endian number; false if it wrapped.
