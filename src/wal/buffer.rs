@@ -319,7 +319,16 @@ impl Placement {
     /// As for [`Placement::fill`].
     pub unsafe fn fill_padding(&self, cfg: &WalConfig, geo: &Geometry) {
         let len = self.end - self.start;
-        let payload_crc = crc32c::crc32c(&vec![0u8; len as usize - RECORD_HEADER_LEN]);
+        // The payload is zeros: its CRC from a static block, no buffer
+        // allocated per flush round.
+        const ZEROS: [u8; 4096] = [0; 4096];
+        let mut left = len as usize - RECORD_HEADER_LEN;
+        let mut payload_crc = 0;
+        while left > 0 {
+            let n = left.min(ZEROS.len());
+            payload_crc = crc32c::crc32c_append(payload_crc, &ZEROS[..n]);
+            left -= n;
+        }
         let header = record_header(
             RECORD_KIND_PADDING,
             0,
