@@ -380,6 +380,8 @@ mod tests {
                 && is(&s[2..6], u8::is_ascii_digit)
                 && &s[6..] == b"11111"
         };
+        // Streets and city (60 bytes), then state and zip (11).
+        let address = |a: &[u8]| a[..60].chunks(20).all(street) && state_zip(&a[60..71]);
         let (warehouses, districts) = warehouses_and_districts(&t);
         let named = warehouses
             .iter()
@@ -387,34 +389,13 @@ mod tests {
             .chain(districts.iter().map(|d| d.2.rest));
         for rest in named {
             let name = rest[..10].trim_ascii_end();
-            assert!(
-                (6..=10).contains(&name.len()),
-                "{:?}",
-                String::from_utf8_lossy(&rest)
-            );
-            assert!(
-                rest[10..70].chunks(20).all(street),
-                "{:?}",
-                String::from_utf8_lossy(&rest)
-            );
-            assert!(
-                state_zip(&rest[70..81]),
-                "{:?}",
-                String::from_utf8_lossy(&rest)
-            );
+            let text = String::from_utf8_lossy(&rest);
+            assert!((6..=10).contains(&name.len()), "{text:?}");
+            assert!(address(&rest[10..81]), "{text:?}");
         }
         for (_, _, _, c) in customers(&t) {
             let rest = c.rest;
-            assert!(
-                rest[..60].chunks(20).all(street),
-                "{:?}",
-                String::from_utf8_lossy(&rest)
-            );
-            assert!(
-                state_zip(&rest[60..71]),
-                "{:?}",
-                String::from_utf8_lossy(&rest)
-            );
+            assert!(address(&rest[..71]), "{:?}", String::from_utf8_lossy(&rest));
             assert!(is(&rest[71..87], u8::is_ascii_digit), "phone");
         }
     }
