@@ -129,12 +129,18 @@ pub enum Error {
     DuplicateKey { table: String, key: Vec<u8> },
 
     /// A transaction's write set reached `max_write_set_rows` or
-    /// `max_write_set_bytes` (SQLSTATE 54000 to SQL).
+    /// `max_write_set_bytes` with `temp_file_limit = 0`, which keeps
+    /// every write set in memory (SQLSTATE 54000 to SQL).
     #[error(
-        "write set too large: at most {rows} rows and {bytes} bytes per transaction \
-         (use Database::bulk_load for loading)"
+        "write set too large: at most {rows} rows and {bytes} bytes per transaction in memory, \
+         and temp_file_limit = 0 lets none spill to disk"
     )]
     WriteSetFull { rows: usize, bytes: usize },
+
+    /// A transaction's spilled write set reached `temp_file_limit`
+    /// (SQLSTATE 53400 to SQL, as PostgreSQL's temporary files).
+    #[error("temporary file size exceeds temp_file_limit ({limit} bytes): the transaction's write set is too large")]
+    TempFileLimit { limit: u64 },
 
     /// A commit would pin more leaves than half the buffer pool, which it
     /// must hold at once to apply (SQLSTATE 54000 to SQL).

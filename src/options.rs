@@ -19,10 +19,17 @@ pub struct Options {
     /// Off: commits return at once and a WAL writer flushes every 10 ms; a
     /// crash may lose the last commits, never consistency.
     pub synchronous_commit: bool,
-    /// Most rows one transaction may write (default 10,000).
+    /// Most rows of a transaction's write set kept in memory (default
+    /// 10,000); past it the write set spills to disk (txn/spill.rs).
     pub max_write_set_rows: usize,
-    /// Most bytes one transaction may write (default 16 MB).
+    /// Most bytes of a transaction's write set kept in memory (default
+    /// 16 MB); past it the write set spills to disk.
     pub max_write_set_bytes: usize,
+    /// `temp_file_limit` in bytes (default unlimited, as PostgreSQL's -1):
+    /// the most a transaction's spilled write set may take on disk. 0
+    /// keeps every write set in memory: a transaction past
+    /// `max_write_set_rows` or `max_write_set_bytes` fails.
+    pub temp_file_limit: u64,
     /// `max_wal_size` in bytes (default 1 GB): a checkpoint starts when the
     /// WAL written since the last redo point reaches
     /// `max_wal_size / (1 + checkpoint_completion_target)`, so that about
@@ -114,6 +121,7 @@ impl Default for Options {
             synchronous_commit: true,
             max_write_set_rows: 10_000,
             max_write_set_bytes: 16 * 1024 * 1024,
+            temp_file_limit: u64::MAX,
             max_wal_size: 1024 * 1024 * 1024,
             checkpoint_timeout: Duration::from_secs(300),
             deadlock_timeout: crate::lock_table::DEFAULT_DEADLOCK_TIMEOUT,

@@ -146,8 +146,11 @@ fn damaged_wal_before_the_checkpoint_record_is_refused_not_written_over() {
 #[test]
 fn a_row_written_again_counts_once_against_the_write_set_budget() {
     let dir = tempfile::tempdir().unwrap();
+    // temp_file_limit 0: the write set may not spill, so its budget is
+    // the transaction's.
     let options = Options {
         max_write_set_bytes: 2000,
+        temp_file_limit: 0,
         ..Options::default()
     };
     let db = Database::create(&dir.path().join("db"), options).unwrap();

@@ -26,7 +26,9 @@
 //! 7. Derive the next transaction and file ids (the control file's, raised
 //!    past anything redo saw or the data directory holds).
 //! 8. Create the catalog if the database is new; load it; remove data
-//!    files no table owns.
+//!    files no table owns. Then finish every transaction whose write set
+//!    spilled and that reached its commit point (`spill/<xid>.committed`,
+//!    txn/spilled.rs), and remove the spill files of those that did not.
 //! 9. Checkpoint (end of recovery), so the control file says "in
 //!    production" with a redo point past everything replayed. Steps 5 to 9
 //!    run under the control file's torn-page protection; only then is a
@@ -180,6 +182,9 @@ pub(super) fn open(
     }
     catalog::load(&engine)?;
     catalog::remove_orphan_files(&engine)?;
+    // 8b. Transactions whose write set spilled: the committed finished,
+    // the rest removed.
+    crate::txn::spilled::finish_committed(&engine)?;
     // 9.
     checkpoint::procedure::run(&engine, Reason::EndOfRecovery)?;
     crate::protect::switch::after_end_of_recovery(&engine, &area_start)?;

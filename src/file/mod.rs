@@ -86,15 +86,18 @@ pub enum FileKind {
     Control,
     /// A directory's lock file (`untorn.lock`).
     Lock,
+    /// A transaction's write set spilled to disk (`spill/`, txn/spill.rs).
+    Spill,
 }
 
 impl FileKind {
-    pub const ALL: [FileKind; 5] = [
+    pub const ALL: [FileKind; 6] = [
         FileKind::Data,
         FileKind::Wal,
         FileKind::DoubleWrite,
         FileKind::Control,
         FileKind::Lock,
+        FileKind::Spill,
     ];
     pub fn index(self) -> usize {
         self as usize
@@ -106,6 +109,7 @@ impl FileKind {
             FileKind::DoubleWrite => "double_write",
             FileKind::Control => "control",
             FileKind::Lock => "lock",
+            FileKind::Spill => "spill",
         }
     }
 }

@@ -5,7 +5,6 @@
 
 use super::catalog::TableMeta;
 use super::exec::Tx;
-use super::loaded_keys::LoadedKeys;
 use super::types::{codes, SqlError, Value};
 use std::sync::Arc;
 
@@ -78,13 +77,9 @@ pub(super) struct CopyState {
     pub(super) buf: Vec<u8>,
     pub(super) count: u64,
     pub(super) ended: bool,
-    pub(super) batched: bool,
-    /// The autocommit COPY's own transaction, or a batch's.
+    /// The autocommit COPY's own transaction (in a block, the block's
+    /// holds the rows): one transaction whatever the size.
     pub(super) tx: Option<Tx>,
-    pub(super) in_batch: usize,
-    /// Batched outside a block: the keys of the rows loaded, which a
-    /// failure deletes (bulk_undo.rs).
-    pub(super) loaded: Option<Box<LoadedKeys>>,
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ fn rebuild(db: &Database, old: &TableMeta, def: TableDef) -> Result<TableMeta, S
         max_rows: usize::MAX,
     };
     let mut reader = db.begin_shared();
-    let mut sink = Sink::batched(db, &new, None);
+    let mut sink = Sink::batched(db, &new);
     let result = (|| {
         for (_, row) in candidates(&mut reader, old, &Access::Full, &cx, false, None)? {
             let mut key_columns = new.def.primary_key.iter().flat_map(|k| &k.0);

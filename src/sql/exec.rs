@@ -3,7 +3,6 @@
 use super::catalog::{ColumnDef, IndexDef, TableMeta};
 use super::engine_err;
 use super::expr::{as_int, compare, Ctx, Expr};
-use super::loaded_keys::LoadedKeys;
 use super::plan::{Access, Item, Select};
 use super::row::{
     decode_row, encode_key, encode_key_into, encode_keys, encode_row, index_key, index_row_key,
@@ -125,10 +124,10 @@ pub fn store_value(v: Value, col: &ColumnDef) -> Result<Value, SqlError> {
     })
 }
 
-/// Where rows go: the statement's transaction, or (bulk loads into a
-/// table created or truncated in this block, or into an empty table
-/// outside one) transactions of their own, committed every `batch` rows;
-/// outside a block also keeping the rows' keys for an undo (`loaded`).
+/// Where rows go: the statement's transaction (every load and DML: one
+/// transaction of any size), or, for DDL filling new tables no one sees
+/// until the catalog names them (ddl.rs), transactions of their own
+/// committed every `batch` rows.
 pub enum Sink<'a> {
     Tx(&'a mut Tx),
     Batched {
@@ -136,21 +135,18 @@ pub enum Sink<'a> {
         tx: Option<Tx>,
         in_tx: usize,
         batch: usize,
-        /// Boxed: the variant stays near the other's size.
-        loaded: Option<Box<LoadedKeys>>,
     },
 }
 
 impl Sink<'_> {
-    /// Batches of `meta`'s rows, their keys kept in `loaded` if given.
-    pub fn batched<'a>(db: &'a Database, meta: &TableMeta, loaded: Option<LoadedKeys>) -> Sink<'a> {
+    /// Batches of `meta`'s rows.
+    pub fn batched<'a>(db: &'a Database, meta: &TableMeta) -> Sink<'a> {
         let batch = db.bulk_batch_rows();
         Sink::Batched {
             db,
             tx: None,
             in_tx: 0,
             batch: (batch / (1 + meta.indexes.len())).max(1),
-            loaded: loaded.map(Box::new),
         }
     }
 
@@ -176,29 +172,15 @@ impl Sink<'_> {
         Ok(())
     }
 
-    /// Commits the open batch (the keys it holds are then undoable).
+    /// Commits the open batch.
     pub fn finish(&mut self) -> Result<(), SqlError> {
-        if let Sink::Batched {
-            tx, in_tx, loaded, ..
-        } = self
-        {
+        if let Sink::Batched { tx, in_tx, .. } = self {
             *in_tx = 0;
             if let Some(t) = tx.take() {
                 t.commit().map_err(engine_err)?;
-                if let Some(l) = loaded {
-                    l.batch_committed();
-                }
             }
         }
         Ok(())
-    }
-
-    /// The keys kept, the open batch aborted.
-    pub fn into_loaded(self) -> Option<LoadedKeys> {
-        match self {
-            Sink::Batched { loaded, .. } => loaded.map(|l| *l),
-            Sink::Tx(_) => None,
-        }
     }
 }
 
@@ -245,12 +227,6 @@ pub fn insert_row(sink: &mut Sink<'_>, meta: &TableMeta, row: &[Value]) -> Resul
     for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
         tx.insert(t, &index_entry(def, row, &key), b"")
             .map_err(engine_err)?;
-    }
-    if let Sink::Batched {
-        loaded: Some(l), ..
-    } = sink
-    {
-        l.push(&meta.def.name, &key)?;
     }
     sink.row_done()
 }

@@ -37,9 +37,6 @@ pub struct Limits {
     /// Most rows one statement's scan holds in memory (its result, or
     /// the rows an UPDATE, DELETE or aggregate reads): more is 54000.
     pub max_result_rows: usize,
-    /// Most bytes of row keys one bulk load outside a block keeps to undo
-    /// itself on failure (sql/bulk_undo.rs): past it the load is 54000.
-    pub max_load_undo_bytes: usize,
     /// How long one statement may run before it is canceled (57014), as
     /// PostgreSQL's statement_timeout; `None`: as long as it takes.
     pub statement_timeout: Option<std::time::Duration>,
@@ -58,7 +55,6 @@ impl Default for Limits {
             // workloads themselves read (one row, or sysbench's 100).
             max_result_rows: 10_000_000,
             // About 5 million rows' keys.
-            max_load_undo_bytes: 64 << 20,
             statement_timeout: None,
         }
     }

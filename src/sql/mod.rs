@@ -15,13 +15,12 @@
 //! - `interrupt`: stopping a running statement (cancel, timeout, shutdown);
 //! - `session`: transaction blocks and executing each plan; `implicit`:
 //!   the extended protocol's implicit transactions and a session's end;
-//! - `copy`: COPY FROM STDIN, its text decoder and a session's COPY state;
-//!   `bulk_undo`: what a failed autocommit bulk load deletes, the keys it
-//!   kept in `loaded_keys`;
+//! - `copy`: COPY FROM STDIN, its text decoder and a session's COPY state
+//!   (a load of any size is one transaction: its write set spills to disk,
+//!   txn/spill.rs);
 //! - `timestamp`: the `timestamp` type's text form and the clock.
 
 mod budget;
-mod bulk_undo;
 mod catalog;
 mod catalog_rows;
 mod copy;
@@ -31,7 +30,6 @@ mod expr;
 mod implicit;
 pub mod interrupt;
 pub mod limits;
-mod loaded_keys;
 mod parse;
 mod parse_ddl;
 mod parse_select;
@@ -75,6 +73,7 @@ pub(crate) fn engine_err(e: Error) -> SqlError {
         | Error::CommitTooLarge { .. }
         | Error::WriteSetFull { .. }
         | Error::TooManyLeaves { .. } => codes::PROGRAM_LIMIT_EXCEEDED,
+        Error::TempFileLimit { .. } => codes::CONFIGURATION_LIMIT_EXCEEDED,
         _ if e.is_disk_full() => codes::DISK_FULL,
         Error::Corruption { .. } | Error::ChecksumMismatch { .. } => codes::DATA_CORRUPTED,
         Error::Io { .. } | Error::UnreadablePage { .. } => codes::IO_ERROR,

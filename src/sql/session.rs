@@ -4,16 +4,13 @@
 //! Outside a block each statement is its own engine transaction,
 //! committed (durable) before its result. In a block the statements share
 //! one; an error aborts it at once and the block is failed (25P02) until
-//! ROLLBACK or COMMIT. Bulk loads (COPY, INSERT ... SELECT FROM
-//! generate_series) into a table created or truncated in the block, or
-//! into an empty table outside one, are written in batched transactions
-//! of their own, as PostgreSQL's COPY FREEZE: if the block then rolls
-//! back, the table is truncated again; if a load outside a block fails,
-//! the rows it committed are deleted by key, and no one else's
-//! (bulk_undo.rs).
+//! ROLLBACK or COMMIT. A load (COPY, INSERT ... SELECT FROM
+//! generate_series) of any size is part of that one transaction, too: its
+//! write set spills to disk past its memory budget (txn/spill.rs), so all
+//! of it commits or none, and no one else sees it before.
 
 use super::budget::ParseBudget;
-use super::catalog::{Catalog, TableMeta};
+use super::catalog::Catalog;
 use super::copy::CopyState;
 use super::ddl;
 use super::engine_err;
@@ -21,13 +18,11 @@ use super::exec::{self, Sink, Tx};
 use super::expr::{as_int, Ctx};
 use super::interrupt::Interrupt;
 use super::limits::Limits;
-use super::loaded_keys::LoadedKeys;
 use super::parse::Prepared;
 use super::plan::{InsertSource, Plan};
 use super::types::{codes, Outcome, SqlError, SqlType, TxStatus, Value};
 use crate::db::Database;
 use parking_lot::Mutex;
-use std::collections::HashSet;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
@@ -89,11 +84,9 @@ impl SqlEngine {
         Session {
             engine: self.clone(),
             state: State::Idle,
-            fresh: HashSet::new(),
             statement_timeout: self.limits.statement_timeout,
             local_timeout: None,
             timeout_before_block: None,
-            batched: HashSet::new(),
             copy: None,
             interrupt: Arc::new(Interrupt::default()),
             implicit: false,
@@ -115,10 +108,6 @@ pub(super) enum State {
 pub struct Session {
     pub(super) engine: Arc<SqlEngine>,
     pub(super) state: State,
-    /// Tables created or truncated in the current block.
-    fresh: HashSet<String>,
-    /// Tables bulk-loaded outside the block's transaction, truncated if it rolls back.
-    pub(super) batched: HashSet<String>,
     pub(super) copy: Option<CopyState>,
     /// Set from other threads to stop the running statement.
     pub(super) interrupt: Arc<Interrupt>,
@@ -169,13 +158,10 @@ impl Session {
             State::Block(tx) => match tx.map(|t| t.commit().map_err(engine_err)).transpose() {
                 Ok(_) => {
                     self.end_settings(true);
-                    self.batched.clear();
-                    self.fresh.clear();
                     Ok("COMMIT")
                 }
                 Err(e) => {
                     self.end_settings(false);
-                    self.undo_bulk();
                     Err(e)
                 }
             },
@@ -217,45 +203,14 @@ impl Session {
         }
     }
 
-    /// After an error: a block fails, its transaction and bulk loads undone.
+    /// After an error: a block fails, its transaction aborted.
     pub(super) fn fail(&mut self, _e: &SqlError) {
         if let State::Block(tx) = &mut self.state {
             if let Some(t) = tx.take() {
                 t.abort();
             }
             self.state = State::Failed;
-            self.undo_bulk();
         }
-    }
-
-    /// Where an autocommit bulk load keeps its rows' keys, bounded.
-    fn load_undo_keys(&self) -> LoadedKeys {
-        LoadedKeys::new(self.engine.limits.max_load_undo_bytes)
-    }
-
-    /// Deletes what an autocommit bulk load into `meta` committed before
-    /// it failed (bulk_undo.rs).
-    pub(super) fn undo_loaded(&self, meta: &TableMeta, loaded: &LoadedKeys) {
-        // A wait for a row lock another session holds ends at a cancel or
-        // the server's shutdown, as a statement's does.
-        let watch = self.interrupt.watch(None);
-        let stop = self.interrupt.stopper(&watch);
-        if let Err(e) = super::bulk_undo::undo(loaded, &self.engine.db, meta, &stop) {
-            tracing::warn!(
-                "could not delete the rows a failed load committed into {}: {e}",
-                meta.def.name
-            );
-        }
-    }
-
-    pub(super) fn undo_bulk(&mut self) {
-        for t in std::mem::take(&mut self.batched) {
-            let _ddl = self.engine.ddl.lock();
-            if let Err(e) = ddl::truncate(&self.engine.db, &self.engine.catalog, &t) {
-                tracing::warn!("could not empty {t} after its bulk load was rolled back: {e}");
-            }
-        }
-        self.fresh.clear();
     }
 
     pub fn execute(&mut self, stmt: &Prepared, params: &[Value]) -> Result<Outcome, SqlError> {
@@ -341,7 +296,6 @@ impl Session {
                     t.abort();
                 }
                 self.end_settings(false);
-                self.undo_bulk();
                 cmd("ROLLBACK")
             }
             Plan::CreateTable {
@@ -361,7 +315,6 @@ impl Session {
                     ));
                 }
                 ddl::create_table(db, cat, name, columns.clone(), primary_key.clone())?;
-                self.fresh.insert(name.clone());
                 cmd("CREATE TABLE")
             }
             Plan::DropTables { names, if_exists } => {
@@ -381,7 +334,6 @@ impl Session {
                 }
                 for n in names {
                     ddl::truncate(db, cat, n)?;
-                    self.fresh.insert(n.clone());
                 }
                 cmd("TRUNCATE TABLE")
             }
@@ -401,18 +353,13 @@ impl Session {
             }
             Plan::Copy { table, targets } => {
                 let meta = cat.get(table)?;
-                let batched = self.bulk_ok(&meta)?;
                 self.copy = Some(CopyState {
                     meta,
                     targets: targets.clone(),
                     buf: Vec::new(),
                     count: 0,
                     ended: false,
-                    batched,
                     tx: None,
-                    in_batch: 0,
-                    loaded: (batched && !matches!(self.state, State::Block(_)))
-                        .then(|| Box::new(self.load_undo_keys())),
                 });
                 Ok(Outcome::CopyIn {
                     columns: targets.len(),
@@ -429,8 +376,6 @@ impl Session {
                 else {
                     return cmd("INSERT 0 0");
                 };
-                let batched = self.bulk_ok(&meta)?;
-                let in_block = matches!(self.state, State::Block(_));
                 let mut n = 0u64;
                 let mut load = |sink: &mut Sink<'_>| -> Result<(), SqlError> {
                     for x in a..=b {
@@ -445,27 +390,7 @@ impl Session {
                     }
                     Ok(())
                 };
-                if batched {
-                    // Outside a block the rows' keys are kept for an undo.
-                    let keys = (!in_block).then(|| self.load_undo_keys());
-                    let mut sink = Sink::batched(db, &meta, keys);
-                    let r = load(&mut sink).and_then(|_| sink.finish());
-                    match (r, sink.into_loaded()) {
-                        (Err(e), Some(loaded)) => {
-                            self.undo_loaded(&meta, &loaded);
-                            return Err(e);
-                        }
-                        (r, _) if in_block => {
-                            // Emptied if the block rolls back (the block
-                            // created or truncated the table).
-                            self.batched.insert(table.clone());
-                            r?;
-                        }
-                        (r, _) => r?,
-                    }
-                } else {
-                    self.with_tx(&stop, |tx| load(&mut Sink::Tx(tx)))?;
-                }
+                self.with_tx(&stop, |tx| load(&mut Sink::Tx(tx)))?;
                 cmd(&format!("INSERT 0 {n}"))
             }
             Plan::Insert {
@@ -523,19 +448,6 @@ impl Session {
                 })
             }
         }
-    }
-
-    /// Whether a bulk load into `meta` may go in batched transactions.
-    fn bulk_ok(&mut self, meta: &TableMeta) -> Result<bool, SqlError> {
-        Ok(match &self.state {
-            State::Block(_) => self.fresh.contains(&meta.def.name),
-            _ => {
-                let tx = self.engine.db.begin_shared();
-                tx.scan(&meta.rows, &[0], None, 1)
-                    .map_err(engine_err)?
-                    .is_empty()
-            }
-        })
     }
 
     /// Runs `f` in the block's transaction, or in one of its own committed

@@ -32,39 +32,11 @@ impl Session {
                 continue;
             }
             let row = exec::build_row(&c.meta, &c.targets, fields(&line, c.targets.len())?)?;
-            if c.batched {
-                // The batches' state lives in the COPY between messages.
-                let mut sink = Sink::batched(&eng.db, &c.meta, None);
-                if let Sink::Batched {
-                    tx, in_tx, loaded, ..
-                } = &mut sink
-                {
-                    std::mem::swap(tx, &mut c.tx);
-                    std::mem::swap(loaded, &mut c.loaded);
-                    *in_tx = c.in_batch;
-                }
-                let inserted = exec::insert_row(&mut sink, &c.meta, &row);
-                if let Sink::Batched {
-                    tx, in_tx, loaded, ..
-                } = sink
-                {
-                    c.tx = tx;
-                    c.loaded = loaded;
-                    c.in_batch = in_tx;
-                }
-                inserted?;
-            } else {
-                match &mut self.state {
-                    State::Block(tx) => {
-                        let tx = tx.get_or_insert_with(|| eng.db.begin_shared());
-                        exec::insert_row(&mut Sink::Tx(tx), &c.meta, &row)?;
-                    }
-                    _ => {
-                        let tx = c.tx.get_or_insert_with(|| eng.db.begin_shared());
-                        exec::insert_row(&mut Sink::Tx(tx), &c.meta, &row)?;
-                    }
-                }
-            }
+            let tx = match &mut self.state {
+                State::Block(tx) => tx.get_or_insert_with(|| eng.db.begin_shared()),
+                _ => c.tx.get_or_insert_with(|| eng.db.begin_shared()),
+            };
+            exec::insert_row(&mut Sink::Tx(tx), &c.meta, &row)?;
             c.count += 1;
         }
         Ok(())
@@ -74,16 +46,7 @@ impl Session {
         if let Some(t) = c.tx {
             t.abort();
         }
-        if let Some(loaded) = &c.loaded {
-            self.undo_loaded(&c.meta, loaded);
-        } else if c.batched {
-            self.batched.insert(c.meta.def.name.clone());
-        }
-        if matches!(self.state, State::Block(_)) {
-            self.fail(&e);
-        } else {
-            self.undo_bulk();
-        }
+        self.fail(&e);
         e
     }
 
@@ -107,14 +70,9 @@ impl Session {
             Ok(())
         })();
         match r {
-            Ok(()) => {
-                if c.batched && matches!(self.state, State::Block(_)) {
-                    self.batched.insert(c.meta.def.name.clone());
-                }
-                Ok(Outcome::Command {
-                    tag: format!("COPY {}", c.count),
-                })
-            }
+            Ok(()) => Ok(Outcome::Command {
+                tag: format!("COPY {}", c.count),
+            }),
             Err(e) => Err(self.abandon_copy(c, e)),
         }
     }

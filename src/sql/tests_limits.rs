@@ -269,8 +269,7 @@ fn set_in_a_block_that_rolls_back_is_undone_and_set_local_ends_with_it() {
         one(s, "set statement_timeout = 0").unwrap();
         one(s, "begin").unwrap();
         one(s, "set local statement_timeout = 100").unwrap();
-        // Truncated in the block, the load goes in batches, not into the
-        // block's write set (which would fill first, 54000).
+        // The load is the block's, however large: it spills to disk.
         one(s, "truncate big").unwrap();
         assert_eq!(timed_out(s), ("57014", true));
         one(s, "rollback").unwrap();

@@ -219,6 +219,8 @@ pub mod codes {
     pub const DEADLOCK_DETECTED: &str = "40P01";
     pub const SERIALIZATION_FAILURE: &str = "40001";
     pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
+    /// A temporary file (a spilled write set) past temp_file_limit.
+    pub const CONFIGURATION_LIMIT_EXCEEDED: &str = "53400";
     pub const QUERY_CANCELED: &str = "57014";
     pub const ADMIN_SHUTDOWN: &str = "57P01";
     pub const STATEMENT_TOO_COMPLEX: &str = "54001";

@@ -11,9 +11,17 @@
 //! - Commit (in [`commit`]) is two-phase: prepare may fail cleanly; apply
 //!   may not, and the commit returns only when durable (group commit)
 //!   unless `synchronous_commit` is off.
+//! - A write set past its memory budget spills to disk ([`spill`]) and the
+//!   transaction locks the tables it writes whole instead of row by row;
+//!   its commit point is its spill file's rename, and its changes are then
+//!   applied in commits of a budget each ([`spilled`]): atomic at any size.
 
 pub mod commit;
+pub(crate) mod spill;
+pub(crate) mod spilled;
 
+#[cfg(test)]
+mod spill_tests;
 #[cfg(test)]
 mod tests;
 
@@ -61,6 +69,10 @@ pub struct Transaction<'db> {
     pub(crate) locked: Vec<RowId>,
     /// File ids of tables this transaction drops (logged in its commit).
     pub(crate) dropped_files: Vec<u32>,
+    /// The write set past its memory budget, on disk.
+    pub(crate) spill: Option<Box<spill::Spill>>,
+    /// Tables this transaction holds whole (since its write set spilled).
+    whole_tables: Vec<u32>,
     pub(crate) finished: bool,
     /// Whether a wait for a row lock must stop (`set_stop`).
     stop: Option<lock_table::Stop>,
@@ -75,6 +87,8 @@ impl<'db> Transaction<'db> {
             write_bytes: 0,
             locked: Vec::new(),
             dropped_files: Vec::new(),
+            spill: None,
+            whole_tables: Vec::new(),
             finished: false,
             stop: None,
         }
@@ -97,6 +111,12 @@ impl<'db> Transaction<'db> {
     }
 
     fn lock(&mut self, table: &Table, key: &[u8]) -> Result<()> {
+        if self.whole_tables.contains(&table.file_id) {
+            return Ok(());
+        }
+        if self.spill.is_some() {
+            return self.lock_whole(table.file_id);
+        }
         let row = RowId {
             table: table.file_id,
             key: key.to_vec(),
@@ -104,6 +124,47 @@ impl<'db> Transaction<'db> {
         if self.engine.locks.lock(self.xid, &row, self.stop.as_ref())? {
             self.locked.push(row);
         }
+        Ok(())
+    }
+
+    /// Locks a table whole (lock_table.rs): a spilled write set keeps no
+    /// lock per row.
+    fn lock_whole(&mut self, file_id: u32) -> Result<()> {
+        if !self.whole_tables.contains(&file_id) {
+            self.engine
+                .locks
+                .lock_table(self.xid, file_id, self.stop.as_ref())?;
+            self.whole_tables.push(file_id);
+        }
+        Ok(())
+    }
+
+    /// Moves the in-memory write set to a new run on disk, first locking
+    /// whole every table it writes.
+    fn spill_writes(&mut self) -> Result<()> {
+        let limits = &self.engine.options;
+        if limits.temp_file_limit == 0 {
+            return Err(Error::WriteSetFull {
+                rows: limits.max_write_set_rows,
+                bytes: limits.max_write_set_bytes,
+            });
+        }
+        let mut tables: Vec<u32> = self.writes.keys().map(|(f, _)| *f).collect();
+        tables.dedup();
+        for t in tables {
+            self.lock_whole(t)?;
+        }
+        if self.spill.is_none() {
+            let e = &self.engine;
+            let spill = spill::Spill::create(&e.fs, &e.dir, self.xid, e.options.temp_file_limit)?;
+            self.spill = Some(Box::new(spill));
+        }
+        self.spill
+            .as_mut()
+            .expect("created above")
+            .write_run(&self.writes)?;
+        self.writes.clear();
+        self.write_bytes = 0;
         Ok(())
     }
 
@@ -139,11 +200,17 @@ impl<'db> Transaction<'db> {
     /// committed one.
     pub fn get(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.engine.check_readable()?;
+        let own = |change: &RowChange| match change {
+            RowChange::Put(v) => Some(v.clone()),
+            RowChange::Delete => None,
+        };
         if let Some(change) = self.writes.get(&(table.file_id, key.to_vec())) {
-            return Ok(match change {
-                RowChange::Put(v) => Some(v.clone()),
-                RowChange::Delete => None,
-            });
+            return Ok(own(change));
+        }
+        if let Some(spill) = &self.spill {
+            if let Some(change) = spill.get(table.file_id, key)? {
+                return Ok(own(&change));
+            }
         }
         self.tree(table).get(key, Issuer::Client)
     }
@@ -160,13 +227,11 @@ impl<'db> Transaction<'db> {
         let limits = &self.engine.options;
         let k = (table.file_id, key.to_vec());
         if !self.writes.contains_key(&k)
+            && !self.writes.is_empty()
             && (self.writes.len() >= limits.max_write_set_rows
                 || self.write_bytes + size > limits.max_write_set_bytes)
         {
-            return Err(Error::WriteSetFull {
-                rows: limits.max_write_set_rows,
-                bytes: limits.max_write_set_bytes,
-            });
+            self.spill_writes()?;
         }
         self.write_bytes += size;
         // A row written again replaces its earlier change: only the last
@@ -230,12 +295,11 @@ impl<'db> Transaction<'db> {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.engine.check_readable()?;
+        if self.spill.is_some() {
+            return self.scan_spilled(table, start, end, limit);
+        }
         let in_range = |k: &[u8]| end.is_none_or(|e| k < e);
-        let lo = (table.file_id, start.to_vec());
-        let hi = match end {
-            Some(e) => Bound::Excluded((table.file_id, e.to_vec())),
-            None => Bound::Excluded((table.file_id + 1, Vec::new())),
-        };
+        let (lo, hi) = write_range(table, start, end);
         let mine: Vec<(&Vec<u8>, &RowChange)> = self
             .writes
             .range((Bound::Included(lo), hi))
@@ -281,11 +345,106 @@ impl<'db> Transaction<'db> {
         Ok(out)
     }
 
+    /// [`Transaction::scan`] of a transaction whose write set spilled: its
+    /// runs and memory merged, then merged with the committed rows in one
+    /// pass over the tree.
+    fn scan_spilled(
+        &self,
+        table: &Table,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let spill = self.spill.as_ref().expect("spilled");
+        let (lo, hi) = write_range(table, start, end);
+        let mut sources: Vec<spill::Source<'_>> = spill
+            .readers_from((table.file_id, start))
+            .into_iter()
+            .map(spill::Source::Run)
+            .collect();
+        sources.push(spill::Source::Memory(
+            self.writes.range((Bound::Included(lo.clone()), hi.clone())),
+        ));
+        let mut mine = spill::Merge::new(sources);
+        let in_mine_range = |k: &(u32, Vec<u8>)| {
+            *k >= lo
+                && match &hi {
+                    Bound::Excluded(h) => k < h,
+                    _ => true,
+                }
+        };
+        // The next own change in range, skipping what the runs hold
+        // before `start`.
+        let mut next_mine = || -> Result<Option<(Vec<u8>, RowChange)>> {
+            while let Some((k, c)) = mine.next_entry()? {
+                if k < lo {
+                    continue;
+                }
+                return Ok(in_mine_range(&k).then_some((k.1, c)));
+            }
+            Ok(None)
+        };
+        let in_range = |k: &[u8]| end.is_none_or(|e| k < e);
+        let mut out = Vec::new();
+        let mut head = next_mine()?;
+        let mut failed = None;
+        self.tree(table).scan(start, Issuer::Client, |k, v| {
+            if !in_range(k) || out.len() >= limit {
+                return false;
+            }
+            // Own changes before this committed row come first.
+            loop {
+                match &head {
+                    Some((mk, _)) if mk.as_slice() <= k => {}
+                    _ => break,
+                }
+                let (mk, change) = head.take().expect("matched");
+                let replaces = mk.as_slice() == k;
+                if let RowChange::Put(mv) = change {
+                    out.push((mk, mv));
+                }
+                match next_mine() {
+                    Ok(h) => head = h,
+                    Err(e) => {
+                        failed = Some(e);
+                        return false;
+                    }
+                }
+                if replaces {
+                    return out.len() < limit;
+                }
+                if out.len() >= limit {
+                    return false;
+                }
+            }
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        while out.len() < limit {
+            let Some((mk, change)) = head.take() else {
+                break;
+            };
+            if let RowChange::Put(mv) = change {
+                out.push((mk, mv));
+            }
+            head = next_mine()?;
+        }
+        out.truncate(limit);
+        Ok(out)
+    }
+
     /// Commits: returns when the commit is durable (or, with
     /// `synchronous_commit = off`, when it is in the WAL buffer). Returns
     /// the commit record's end LSN (`Lsn::INVALID` for a read-only one).
     pub fn commit(mut self) -> Result<Lsn> {
-        let result = commit::commit(&mut self, true);
+        let result = if self.spill.is_some() {
+            spilled::commit(&mut self)
+        } else {
+            commit::commit(&mut self, true)
+        };
         self.finish();
         result
     }
@@ -301,14 +460,37 @@ impl<'db> Transaction<'db> {
             self.engine.locks.release_all(self.xid, self.locked.iter());
             self.locked.clear();
             self.writes.clear();
+            // An uncommitted spill file is removed as it drops.
+            self.spill = None;
+            let whole = std::mem::take(&mut self.whole_tables);
+            self.engine.locks.release_tables(self.xid, whole);
         }
     }
+}
+
+/// The write-set keys of `table` from `start` (included) to `end`
+/// (excluded; none: the table's end).
+fn write_range(
+    table: &Table,
+    start: &[u8],
+    end: Option<&[u8]>,
+) -> (spill::WriteKey, Bound<spill::WriteKey>) {
+    let lo = (table.file_id, start.to_vec());
+    let hi = match end {
+        Some(e) => Bound::Excluded((table.file_id, e.to_vec())),
+        None => Bound::Excluded((table.file_id + 1, Vec::new())),
+    };
+    (lo, hi)
 }
 
 /// Commits without waiting for the WAL flush (bulk loading, which waits
 /// once at the end).
 pub(crate) fn commit_nowait(mut tx: Transaction<'_>) -> Result<Lsn> {
-    let result = commit::commit(&mut tx, false);
+    let result = if tx.spill.is_some() {
+        spilled::commit(&mut tx)
+    } else {
+        commit::commit(&mut tx, false)
+    };
     tx.finish();
     result
 }

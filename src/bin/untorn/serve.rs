@@ -57,12 +57,13 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().max_result_rows as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_result_rows: u64,
-    /// Most bytes of row keys a COPY or INSERT ... generate_series into
-    /// an empty table outside a block keeps, to delete its rows if it
-    /// fails; more is SQLSTATE 54000.
-    #[arg(long, default_value_t = Limits::default().max_load_undo_bytes as u64,
-          value_parser = clap::value_parser!(u64).range(64..))]
-    max_load_undo_bytes: u64,
+    /// temp_file_limit: the most disk one transaction's write set may
+    /// spill to past its 10,000 rows / 16 MB in memory (a COPY of
+    /// millions of rows is one transaction); more is SQLSTATE 53400; 0:
+    /// none spills, such a transaction is SQLSTATE 54000 [default:
+    /// unlimited, as PostgreSQL's -1].
+    #[arg(long, value_parser = parse_size)]
+    temp_file_limit: Option<u64>,
     /// statement_timeout in milliseconds, PostgreSQL's unit: a statement
     /// running longer is canceled (SQLSTATE 57014); 0: no limit.
     #[arg(long, default_value_t = 0)]
@@ -151,6 +152,9 @@ fn options(a: &ServeArgs) -> untorn::Result<Options> {
     if let Some(n) = a.double_write_flush_after {
         o.double_write_flush_after = n;
     }
+    if let Some(limit) = a.temp_file_limit {
+        o.temp_file_limit = limit;
+    }
     if let Some(ms) = a.deadlock_timeout {
         o.deadlock_timeout = Duration::from_millis(ms);
     }
@@ -177,7 +181,6 @@ fn limits(a: &ServeArgs) -> untorn::Result<Limits> {
         max_statements_per_query: a.max_statements_per_query as usize,
         parse_budget: a.parse_budget as usize,
         max_result_rows: a.max_result_rows as usize,
-        max_load_undo_bytes: a.max_load_undo_bytes as usize,
         statement_timeout: (a.statement_timeout > 0)
             .then(|| Duration::from_millis(a.statement_timeout)),
     })

@@ -1,7 +1,7 @@
 use super::*;
 use crate::{key_u64, Database, Options, TornPageProtection};
 
-fn engine_options(protection: TornPageProtection) -> Options {
+pub(super) fn engine_options(protection: TornPageProtection) -> Options {
     let mut o = Options::default();
     o.creation.torn_page_protection = Some(protection);
     // A small pool, so pages are evicted (written without fsync) between
@@ -38,10 +38,10 @@ impl Totals {
     }
 }
 
-type Rows = BTreeMap<u64, Vec<u8>>;
-type Changes = Vec<(u64, Option<Vec<u8>>)>;
+pub(super) type Rows = BTreeMap<u64, Vec<u8>>;
+pub(super) type Changes = Vec<(u64, Option<Vec<u8>>)>;
 
-fn apply(model: &mut Rows, changes: &Changes) {
+pub(super) fn apply(model: &mut Rows, changes: &Changes) {
     for (k, v) in changes {
         match v {
             Some(v) => model.insert(*k, v.clone()),
@@ -115,7 +115,7 @@ fn commit_until_power_cut(
 }
 
 /// Every row of `table`, by key.
-fn all_rows(db: &Database, table: &crate::Table) -> Result<Rows> {
+pub(super) fn all_rows(db: &Database, table: &crate::Table) -> Result<Rows> {
     let rows = db.begin().scan(table, &[], None, usize::MAX)?;
     Ok(rows
         .into_iter()
@@ -126,7 +126,7 @@ fn all_rows(db: &Database, table: &crate::Table) -> Result<Rows> {
 /// The rows acknowledged after a crash: `got` must be `acked`, or `acked`
 /// with the commit in flight applied entirely. Otherwise, says which rows
 /// are wrong.
-fn acked_after_crash(
+pub(super) fn acked_after_crash(
     acked: Rows,
     in_flight: Option<&Changes>,
     got: &Rows,

@@ -34,6 +34,8 @@ mod replay;
 mod sector_4k;
 /// A data file ending inside its last page after a crash.
 mod short_page;
+/// Transactions whose write set spilled, across power cuts and full disks.
+mod spilled_commits;
 
 const WHO: Issuer = Issuer::Client;
 const SEEDS: u64 = 400;
