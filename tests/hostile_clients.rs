@@ -446,3 +446,131 @@ fn connections_of_the_densest_text_at_once_stay_under_a_gigabyte() {
     still_serving(port);
     assert!(serve.stop().success());
 }
+
+/// Issue 56, item 5: named portals and their parameters outlived Sync
+/// and COMMIT (one connection binding 3.5 MB parameters to new names took
+/// the server from 1.2 to 3.3 GB). As in PostgreSQL, a transaction's
+/// portals end with it: at Sync for an implicit one, at COMMIT or
+/// ROLLBACK for a block (simple or extended); within a block they stay.
+/// An unknown portal is 34000, an unknown statement 26000.
+#[test]
+fn portals_end_with_their_transaction() {
+    let serve = Serve::start(&[]);
+    let mut raw = Raw::connect(serve.port);
+    raw.parse("s", "select 1");
+    raw.bind("p", "s", &[]);
+    assert!(raw.sync().codes.is_empty());
+    raw.execute("p", 0);
+    let r = raw.sync();
+    assert_eq!(r.codes, ["34000"], "{r:?}");
+    assert!(
+        r.messages[0].contains("portal \"p\" does not exist"),
+        "{r:?}"
+    );
+    // In a block a portal lives across Syncs, until COMMIT.
+    raw.query("begin");
+    raw.bind("q", "s", &[]);
+    assert!(raw.sync().codes.is_empty());
+    raw.execute("q", 0);
+    let r = raw.sync();
+    assert!(r.codes.is_empty() && r.kinds.contains(&b'D'), "{r:?}");
+    assert!(raw.query("commit").codes.is_empty());
+    raw.execute("q", 0);
+    assert_eq!(raw.sync().codes, ["34000"]);
+    // A ROLLBACK sent through the extended protocol ends them too.
+    raw.query("begin");
+    raw.bind("r", "s", &[]);
+    raw.parse("", "rollback");
+    raw.bind("", "", &[]);
+    raw.execute("", 0);
+    assert!(raw.sync().codes.is_empty());
+    raw.execute("r", 0);
+    assert_eq!(raw.sync().codes, ["34000"]);
+    // The statement stays (statements outlive transactions).
+    raw.bind("p", "s", &[]);
+    raw.execute("p", 0);
+    assert!(raw.sync().codes.is_empty());
+    raw.bind("p", "nope", &[]);
+    assert_eq!(raw.sync().codes, ["26000"]);
+}
+
+/// Issue 56, item 11: text that is not UTF-8 was stored with U+FFFD in
+/// its place. As in PostgreSQL it is 22021, in a Query, a Parse and COPY
+/// data, nothing is stored, and an open block fails (25P02 after).
+#[test]
+fn text_that_is_not_utf8_is_22021_and_stores_nothing() {
+    let serve = Serve::start(&[]);
+    let mut raw = Raw::connect(serve.port);
+    assert!(raw
+        .query("create table enc (id int primary key, v text)")
+        .codes
+        .is_empty());
+    let mut q = b"insert into enc values (1, '".to_vec();
+    q.extend_from_slice(&[0xff, 0xfe]);
+    q.extend_from_slice(b"')\0");
+    raw.send(b'Q', &q);
+    let r = raw.until_ready();
+    assert_eq!(r.codes, ["22021"], "{r:?}");
+    assert!(r.messages[0].contains("\"UTF8\": 0xff"), "{r:?}");
+    raw.query("begin");
+    raw.send(b'Q', &q);
+    assert_eq!(raw.until_ready().codes, ["22021"]);
+    let r = raw.query("select 1");
+    assert_eq!(r.codes, ["25P02"], "{r:?}");
+    assert_eq!(r.status, b'E');
+    raw.query("rollback");
+    let mut parse = b"\0".to_vec();
+    parse.extend_from_slice(&q[..q.len() - 1]);
+    parse.extend_from_slice(b"\0\0\0");
+    raw.send(b'P', &parse);
+    assert_eq!(raw.sync().codes, ["22021"]);
+    raw.send(b'Q', b"copy enc from stdin\0");
+    assert_eq!(raw.message().unwrap().0, b'G');
+    raw.send(b'd', b"2\t\xff\n");
+    raw.send(b'c', b"");
+    assert_eq!(raw.until_ready().codes, ["22021"]);
+    let r = raw.query("select count(*) from enc");
+    assert!(r.codes.is_empty(), "{r:?}");
+    assert_eq!(psql(serve.port, "select count(*) from enc"), "0");
+}
+
+/// Issue 56, item 8: a session idle in an open block held its row locks
+/// until the server restarted (the SETs were 0A000). As in PostgreSQL,
+/// idle_in_transaction_session_timeout ends it with a FATAL 25P03, its
+/// block rolled back and its locks released; idle_session_timeout (SET
+/// here) ends an idle session with 57P05.
+#[test]
+fn idle_sessions_end_at_their_timeouts() {
+    let serve = Serve::start(&["--idle-in-transaction-session-timeout", "300"]);
+    accounts(serve.port);
+    let mut idle = Raw::connect(serve.port);
+    idle.query("begin");
+    assert!(idle
+        .query("update acc set bal = bal + 5 where aid = 1")
+        .codes
+        .is_empty());
+    let ended = idle.until_closed();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(error_field(&ended[0].1, b'C').as_deref(), Some("25P03"));
+    assert_eq!(error_field(&ended[0].1, b'S').as_deref(), Some("FATAL"));
+    // Its update is gone and its row free at once.
+    let mut other = Raw::connect(serve.port);
+    assert!(other.query("set statement_timeout = 2000").codes.is_empty());
+    assert!(other
+        .query("update acc set bal = bal where aid = 1")
+        .codes
+        .is_empty());
+    still_serving(serve.port);
+    // Outside a block the server's default is no limit; SET gives one.
+    assert!(other
+        .query("set idle_session_timeout = '200ms'")
+        .codes
+        .is_empty());
+    let ended = other.until_closed();
+    assert_eq!(error_field(&ended[0].1, b'C').as_deref(), Some("57P05"));
+    let mut bad = Raw::connect(serve.port);
+    assert_eq!(
+        bad.query("set idle_session_timeout = 'soon'").codes,
+        ["22023"]
+    );
+}

@@ -89,6 +89,52 @@ impl Database {
     }
 }
 
+/// Tables held whole until this is dropped ([`Database::lock_tables`]).
+pub struct TableLocks {
+    engine: std::sync::Arc<Engine>,
+    xid: u64,
+    tables: Vec<u32>,
+}
+
+impl Drop for TableLocks {
+    fn drop(&mut self) {
+        let tables = std::mem::take(&mut self.tables);
+        self.engine.locks.release_tables(self.xid, tables);
+    }
+}
+
+impl Database {
+    /// Holds `tables` whole until the guard drops, first waiting until no
+    /// other transaction holds a row of any of them (lock_table.rs): DDL
+    /// that drops or replaces a table waits for the transactions writing
+    /// it, as PostgreSQL's AccessExclusiveLock makes DROP and TRUNCATE
+    /// wait, instead of failing their commits afterwards. `as_xid`: the
+    /// caller's own open transaction, whose rows do not count (else it
+    /// would wait for itself). A wait ends with a deadlock, or when `stop`
+    /// says so.
+    pub fn lock_tables(
+        &self,
+        tables: &[Table],
+        as_xid: Option<u64>,
+        stop: Option<&crate::lock_table::Stop>,
+    ) -> Result<TableLocks> {
+        let engine = &*self.engine;
+        let xid = as_xid.unwrap_or_else(|| engine.allocate_xid());
+        let mut held = TableLocks {
+            engine: self.engine.clone(),
+            xid,
+            tables: Vec::new(),
+        };
+        for t in tables {
+            // A table the transaction holds already stays held after.
+            if engine.locks.lock_table(xid, t.file_id, stop)? {
+                held.tables.push(t.file_id);
+            }
+        }
+        Ok(held)
+    }
+}
+
 /// Removes data files no table owns: left by a crash between creating a
 /// table's file and committing its catalog row, or between dropping a
 /// table and removing its file.

@@ -22,6 +22,7 @@ mod startup;
 
 pub use crate::options::Options;
 pub use crate::table::{key_u64, Table, CATALOG_FILE_ID};
+pub use catalog::TableLocks;
 pub use startup::{sync_after_unclean_shutdown, StartupSync};
 
 use crate::checkpoint::{self, Reason};

@@ -6,7 +6,9 @@
 
 use super::cancel::Backends;
 use super::codec;
-use crate::sql::{codes, Interrupt, Outcome, Prepared, Session, SqlError, SqlType, Value};
+use crate::sql::{
+    codes, Interrupt, Outcome, Prepared, Session, SqlError, SqlType, TxStatus, Value,
+};
 use async_trait::async_trait;
 use futures::{stream, Sink, SinkExt};
 use parking_lot::Mutex;
@@ -21,6 +23,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::extendedquery::Sync as SyncMessage;
 use pgwire::messages::response::{CommandComplete, ReadyForQuery};
+use pgwire::messages::simplequery::Query;
 use pgwire::messages::PgWireBackendMessage;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -41,6 +44,11 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// The session's idle timeout now (`Session::idle_timeout`).
+    pub(super) fn idle_timeout(&self) -> Option<(std::time::Duration, &'static str, &'static str)> {
+        self.session.lock().idle_timeout()
+    }
+
     pub fn new(session: Session, backends: Arc<Backends>) -> Connection {
         let interrupt = session.interrupt();
         let session = Arc::new(Mutex::new(session));
@@ -152,8 +160,42 @@ fn response(outcome: Outcome, format: Option<&Format>) -> Result<Response, SqlEr
     })
 }
 
+impl Connection {
+    /// Outside a block no transaction is open any more: its portals go,
+    /// as PostgreSQL drops a transaction's portals (and the parameters
+    /// bound to them) when it ends, at Sync for an implicit one and at
+    /// COMMIT or ROLLBACK for a block. Before, named portals outlived
+    /// both: a client binding megabytes of parameters to new names grew
+    /// the server without bound.
+    fn end_of_transaction<C>(&self, client: &C)
+    where
+        C: ClientPortalStore,
+        C::PortalStore: PortalStore,
+    {
+        if matches!(self.session.lock().status(), TxStatus::Idle) {
+            client.portal_store().clear_portals();
+        }
+    }
+}
+
 #[async_trait]
 impl SimpleQueryHandler for Connection {
+    fn on_refused(&self, error: &PgWireError) {
+        self.session.lock().refused(&error.to_string());
+    }
+
+    async fn on_query<C>(&self, client: &mut C, query: Query) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let result = self._on_query(client, query).await;
+        self.end_of_transaction(client);
+        result
+    }
+
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -259,6 +301,10 @@ impl ExtendedQueryHandler for Connection {
         self.parser.clone()
     }
 
+    fn on_refused(&self, error: &PgWireError) {
+        self.session.lock().refused(&error.to_string());
+    }
+
     async fn do_query<C>(
         &self,
         client: &mut C,
@@ -307,6 +353,7 @@ impl ExtendedQueryHandler for Connection {
                 .await?;
         }
         client.portal_store().rm_portal("");
+        self.end_of_transaction(client);
         let status = client.transaction_status();
         client
             .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(

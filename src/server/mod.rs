@@ -202,6 +202,7 @@ impl Server {
     fn spawn(&self, id: u64, stream: TcpStream) -> std::io::Result<JoinHandle<()>> {
         // Every statement is a round trip: Nagle would hold each reply.
         stream.set_nodelay(true)?;
+        keepalive(&stream)?;
         stream.set_nonblocking(true)?;
         let spare = stream.try_clone()?;
         let session = self.sql.session();
@@ -253,6 +254,38 @@ fn guarded(
     if catch_unwind(AssertUnwindSafe(|| conn.close())).is_err() {
         tracing::error!("connection {id}: rolling back its session panicked");
     }
+}
+
+/// TCP keepalive on a client's socket, so that a client that vanished
+/// (its machine gone, a cable pulled) is noticed and its session ended
+/// after about two minutes of silence: a probe after 60 s idle, then
+/// every 10 s, 6 unanswered ending it (PostgreSQL leaves the kernel's
+/// two hours unless tcp_keepalives_idle is set).
+fn keepalive(stream: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = stream.as_raw_fd();
+    for (level, name, value) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 60),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 10),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 6),
+    ] {
+        let v: libc::c_int = value;
+        // SAFETY: a valid socket and a c_int option of its size.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                &v as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// A connection's place among `max_connections`, given back when its
@@ -379,6 +412,10 @@ impl PgWireServerHandlers for Handlers {
 
     fn max_message_size(&self) -> usize {
         self.max_message_size
+    }
+
+    fn idle_timeout(&self) -> Option<(Duration, &'static str, &'static str)> {
+        self.conn.idle_timeout()
     }
 
     fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {

@@ -58,9 +58,13 @@ pub fn fields(line: &[u8], want: usize) -> Result<Vec<Value>, SqlError> {
             }
             i += 1;
         }
-        out.push(Value::Text(
-            String::from_utf8(s).map_err(|_| bad("invalid UTF-8 in COPY data".into()))?,
-        ));
+        out.push(Value::Text(String::from_utf8(s).map_err(|e| {
+            let b = e.as_bytes()[e.utf8_error().valid_up_to()];
+            SqlError::new(
+                codes::CHARACTER_NOT_IN_REPERTOIRE,
+                format!("invalid byte sequence for encoding \"UTF8\": 0x{b:02x}"),
+            )
+        })?));
     }
     if out.len() != want {
         return Err(bad(format!(

@@ -40,6 +40,13 @@ pub struct Limits {
     /// How long one statement may run before it is canceled (57014), as
     /// PostgreSQL's statement_timeout; `None`: as long as it takes.
     pub statement_timeout: Option<std::time::Duration>,
+    /// PostgreSQL's idle_in_transaction_session_timeout: a session idle
+    /// this long in an open block is ended (25P03), its block rolled
+    /// back, its row locks released; `None`: never.
+    pub idle_in_transaction_session_timeout: Option<std::time::Duration>,
+    /// PostgreSQL's idle_session_timeout: a session idle this long
+    /// outside a block is ended (57P05); `None`: never.
+    pub idle_session_timeout: Option<std::time::Duration>,
 }
 
 impl Default for Limits {
@@ -56,6 +63,8 @@ impl Default for Limits {
             max_result_rows: 10_000_000,
             // About 5 million rows' keys.
             statement_timeout: None,
+            idle_in_transaction_session_timeout: None,
+            idle_session_timeout: None,
         }
     }
 }

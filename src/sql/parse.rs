@@ -78,8 +78,25 @@ pub fn plan(
             values,
         }) if object_name(variable, sql)? == "statement_timeout" && values.len() == 1 => {
             Plan::SetStatementTimeout {
-                timeout: timeout(&values[0], sql)?,
+                timeout: timeout(&values[0], "statement_timeout", sql)?,
                 local: *scope == Some(ast::ContextModifier::Local),
+            }
+        }
+        Statement::Set(ast::Set::SingleAssignment {
+            scope: None | Some(ast::ContextModifier::Session),
+            hivevar: false,
+            variable,
+            values,
+        }) if values.len() == 1
+            && matches!(
+                object_name(variable, sql)?.as_str(),
+                "idle_in_transaction_session_timeout" | "idle_session_timeout"
+            ) =>
+        {
+            let name = object_name(variable, sql)?;
+            Plan::SetIdleTimeout {
+                in_block: name == "idle_in_transaction_session_timeout",
+                timeout: timeout(&values[0], &name, sql)?,
             }
         }
         Statement::CreateTable(ct) => create_table(ct, sql, limits)?,
@@ -144,9 +161,13 @@ pub fn plan(
     })
 }
 
-/// A statement_timeout as PostgreSQL reads it: milliseconds, or a
+/// A timeout setting (`name`) as PostgreSQL reads it: milliseconds, or a
 /// number with a unit (`us`, `ms`, `s`, `min`, `h`, `d`); 0 is no limit.
-fn timeout(value: &ast::Expr, sql: &str) -> Result<Option<std::time::Duration>, SqlError> {
+fn timeout(
+    value: &ast::Expr,
+    name: &str,
+    sql: &str,
+) -> Result<Option<std::time::Duration>, SqlError> {
     let text = match value {
         ast::Expr::Value(v) => match &v.value {
             ast::Value::Number(n, _) => n.clone(),
@@ -175,7 +196,7 @@ fn timeout(value: &ast::Expr, sql: &str) -> Result<Option<std::time::Duration>, 
         .ok_or_else(|| {
             SqlError::new(
                 codes::INVALID_PARAMETER_VALUE,
-                format!("invalid value for parameter \"statement_timeout\": \"{text}\""),
+                format!("invalid value for parameter \"{name}\": \"{text}\""),
             )
         })?;
     Ok((us > 0).then_some(std::time::Duration::from_micros(us)))

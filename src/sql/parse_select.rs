@@ -7,8 +7,13 @@ use super::expr::table_factor;
 use super::expr::{ident, object_name, Expr, Scope};
 use super::limits::Limits;
 use super::plan::{default_name, in_access_order, table_access, Access, Item, Select};
-use super::types::{Column, SqlError, SqlType};
+use super::types::{codes, Column, SqlError, SqlType};
 use sqlparser::ast;
+
+/// PostgreSQL's MaxTupleAttributeNumber: a SELECT list of more entries
+/// (a `*` counts its columns) is 54011. 500,000 were accepted, and the
+/// result of one such statement took about 490 MB.
+const MAX_TARGET_ENTRIES: usize = 1664;
 
 pub(super) fn select(
     cat: &Catalog,
@@ -79,6 +84,15 @@ pub(super) fn select(
     };
     let mut items = Vec::new();
     let mut columns = Vec::new();
+    let too_many = || {
+        SqlError::new(
+            codes::TOO_MANY_COLUMNS,
+            format!("target lists can have at most {MAX_TARGET_ENTRIES} entries"),
+        )
+    };
+    if s.projection.len() > MAX_TARGET_ENTRIES {
+        return Err(too_many());
+    }
     for it in &s.projection {
         let (e, alias) = match it {
             ast::SelectItem::UnnamedExpr(e) => (e, None),
@@ -111,6 +125,9 @@ pub(super) fn select(
             ty,
         });
         items.push(item);
+    }
+    if items.len() > MAX_TARGET_ENTRIES {
+        return Err(too_many());
     }
     let aggregate = items.iter().any(|i| !matches!(i, Item::Expr(_)));
     if aggregate

@@ -20,6 +20,12 @@ pub enum Plan {
         timeout: Option<std::time::Duration>,
         local: bool,
     },
+    /// SET idle_in_transaction_session_timeout (`in_block`) or
+    /// idle_session_timeout: the session's from now on (`None`: never).
+    SetIdleTimeout {
+        in_block: bool,
+        timeout: Option<std::time::Duration>,
+    },
     CreateTable {
         name: String,
         columns: Vec<ColumnDef>,

@@ -85,6 +85,8 @@ impl SqlEngine {
             engine: self.clone(),
             state: State::Idle,
             statement_timeout: self.limits.statement_timeout,
+            idle_in_block: self.limits.idle_in_transaction_session_timeout,
+            idle_outside: self.limits.idle_session_timeout,
             local_timeout: None,
             timeout_before_block: None,
             copy: None,
@@ -113,6 +115,10 @@ pub struct Session {
     pub(super) interrupt: Arc<Interrupt>,
     /// The server's `statement_timeout` until SET changes it.
     statement_timeout: Option<std::time::Duration>,
+    /// idle_in_transaction_session_timeout and idle_session_timeout: the
+    /// server's until SET changes them.
+    idle_in_block: Option<std::time::Duration>,
+    idle_outside: Option<std::time::Duration>,
     /// SET LOCAL's statement_timeout, until the block ends.
     local_timeout: Option<Option<std::time::Duration>>,
     /// `statement_timeout` before the block's first SET: what a rollback
@@ -168,6 +174,33 @@ impl Session {
         }
     }
 
+    /// How long this session may wait for its next message before the
+    /// server ends it, with PostgreSQL's SQLSTATE and message: in a block
+    /// (failed or not) idle_in_transaction_session_timeout, else
+    /// idle_session_timeout. `None`: no limit (a COPY in progress waits
+    /// as long as it takes: its data is the next message).
+    pub fn idle_timeout(&self) -> Option<(std::time::Duration, &'static str, &'static str)> {
+        if self.copy.is_some() {
+            return None;
+        }
+        match self.state {
+            State::Idle => self.idle_outside.map(|d| {
+                (
+                    d,
+                    "57P05",
+                    "terminating connection due to idle-session timeout",
+                )
+            }),
+            State::Block(_) | State::Failed => self.idle_in_block.map(|d| {
+                (
+                    d,
+                    "25P03",
+                    "terminating connection due to idle-in-transaction timeout",
+                )
+            }),
+        }
+    }
+
     /// The statement_timeout statements run under: SET LOCAL's in a
     /// block, else the session's.
     pub(super) fn timeout(&self) -> Option<std::time::Duration> {
@@ -201,6 +234,12 @@ impl Session {
                 self.statement_timeout = before;
             }
         }
+    }
+
+    /// A message the server refused before the session saw it (text not
+    /// UTF-8, 22021): an open block fails, as after any error.
+    pub fn refused(&mut self, why: &str) {
+        self.fail(&SqlError::new(codes::CHARACTER_NOT_IN_REPERTOIRE, why));
     }
 
     /// After an error: a block fails, its transaction aborted.
@@ -280,6 +319,13 @@ impl Session {
                 self.set_statement_timeout(*timeout, *local);
                 cmd("SET")
             }
+            Plan::SetIdleTimeout { in_block, timeout } => {
+                match in_block {
+                    true => self.idle_in_block = *timeout,
+                    false => self.idle_outside = *timeout,
+                }
+                cmd("SET")
+            }
             Plan::Checkpoint => {
                 db.checkpoint().map_err(engine_err)?;
                 cmd("CHECKPOINT")
@@ -318,6 +364,9 @@ impl Session {
                 cmd("CREATE TABLE")
             }
             Plan::DropTables { names, if_exists } => {
+                let present: Vec<String> =
+                    names.iter().filter(|n| cat.exists(n)).cloned().collect();
+                let _held = self.hold_whole(&present, &stop)?;
                 let _g = eng.ddl.lock();
                 for n in names {
                     if !cat.exists(n) && *if_exists {
@@ -328,6 +377,7 @@ impl Session {
                 cmd("DROP TABLE")
             }
             Plan::Truncate(names) => {
+                let _held = self.hold_whole(names, &stop)?;
                 let _g = eng.ddl.lock();
                 for n in names {
                     cat.get(n)?;
@@ -448,6 +498,39 @@ impl Session {
                 })
             }
         }
+    }
+
+    /// Holds the engine tables of the SQL tables `names` whole (rows and
+    /// indexes) before DDL drops or replaces them: waits for every other
+    /// transaction writing them (`Database::lock_tables`; a cancel or
+    /// statement_timeout ends the wait). This session's own block does
+    /// not count. Before, DROP and TRUNCATE went ahead and those
+    /// transactions' COMMIT failed, as if the data were corrupt.
+    fn hold_whole(
+        &self,
+        names: &[String],
+        stop: &Stop<'_>,
+    ) -> Result<crate::db::TableLocks, SqlError> {
+        let cat = &self.engine.catalog;
+        let mut tables = Vec::new();
+        for n in names {
+            let meta = cat.get(n)?;
+            tables.push(meta.rows.clone());
+            tables.extend(meta.indexes.iter().cloned());
+        }
+        let own = match &self.state {
+            State::Block(Some(tx)) => Some(tx.id()),
+            _ => None,
+        };
+        self.engine
+            .db
+            .lock_tables(&tables, own, Some(&stop.engine))
+            .map_err(|e| match e {
+                crate::Error::LockWaitInterrupted { .. } => {
+                    stop.watch.check().err().unwrap_or_else(|| engine_err(e))
+                }
+                e => engine_err(e),
+            })
     }
 
     /// Runs `f` in the block's transaction, or in one of its own committed

@@ -321,3 +321,54 @@ fn statement_timeout_and_a_cancel_end_a_wait_for_a_row_lock() {
     ok(&mut holder, "commit");
     assert_eq!(int(&mut waiter, "select v from t where id = 1"), 1);
 }
+
+/// Issue 56, item 6: DROP TABLE and TRUNCATE went ahead while another
+/// session's block had written the table, whose COMMIT then failed as if
+/// the data were corrupt. Now they wait for it (PostgreSQL's
+/// AccessExclusiveLock), and its COMMIT succeeds; the session's own block
+/// does not make it wait for itself; a cancel ends the wait.
+#[test]
+fn drop_and_truncate_wait_for_the_transactions_writing_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path());
+    let (mut a, mut b) = (e.session(), e.session());
+    ok(&mut a, "create table t (id int primary key, v int)");
+    ok(&mut a, "create index t_v on t (v)");
+    for ddl in ["truncate t", "drop table t"] {
+        ok(&mut a, "begin");
+        ok(&mut a, "insert into t values (1, 1)");
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| run(&mut b, ddl).map(|_| ()));
+            // It waits: a's row holds it.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            assert!(!waiter.is_finished(), "{ddl} did not wait");
+            assert!(matches!(ok(&mut a, "commit"), Outcome::Command { tag } if tag == "COMMIT"));
+            waiter.join().unwrap().unwrap();
+        });
+        if ddl == "truncate t" {
+            assert_eq!(int(&mut a, "select count(*) from t"), 0);
+        }
+    }
+    // In its own block a session's DROP does not wait for itself.
+    ok(&mut a, "create table u (id int primary key)");
+    ok(&mut a, "begin");
+    ok(&mut a, "insert into u values (1)");
+    ok(&mut a, "truncate u");
+    ok(&mut a, "rollback");
+    // Another's open block: a cancel ends the wait with 57014.
+    ok(&mut b, "begin");
+    ok(&mut b, "insert into u values (2)");
+    let interrupt = a.interrupt();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| run(&mut a, "drop table u"));
+        // A cancel before the statement starts is forgotten: repeat it.
+        while !waiter.is_finished() {
+            interrupt.cancel();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let err = waiter.join().unwrap().unwrap_err();
+        assert_eq!(err.code, codes::QUERY_CANCELED, "{err}");
+    });
+    ok(&mut b, "commit");
+    assert_eq!(int(&mut b, "select count(*) from u"), 1);
+}

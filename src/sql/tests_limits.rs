@@ -404,3 +404,25 @@ fn a_table_of_hundreds_of_columns_fits_the_catalog_and_1601_do_not() {
     );
     one(&mut s, "insert into wide0 values (7)").unwrap();
 }
+
+/// Issue 56, item 10: a SELECT list of 500,000 entries was accepted (its
+/// result took about 490 MB); past PostgreSQL's 1,664 it is 54011, a `*`
+/// counting its columns, and 1,664 still run.
+#[test]
+fn a_select_list_past_1664_entries_is_54011() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::create(dir.path(), Options::default()).unwrap();
+    let e = SqlEngine::open(Arc::new(db)).unwrap();
+    let mut s = e.session();
+    let list = |n: usize| chain("#", ", ", n);
+    let r = one(&mut s, &format!("select {}", list(1664))).unwrap();
+    assert!(matches!(r, Outcome::Rows { columns, .. } if columns.len() == 1664));
+    let e1665 = one(&mut s, &format!("select {}", list(1665))).unwrap_err();
+    assert_eq!(e1665.code, codes::TOO_MANY_COLUMNS, "{e1665}");
+    assert!(e1665.message.contains("at most 1664 entries"), "{e1665}");
+    let cols = chain("c# int", ", ", 1000);
+    one(&mut s, &format!("create table w ({cols})")).unwrap();
+    let e = one(&mut s, &format!("select *, {} from w", list(700))).unwrap_err();
+    assert_eq!(e.code, codes::TOO_MANY_COLUMNS, "{e}");
+    one(&mut s, "select *, 1 from w").unwrap();
+}

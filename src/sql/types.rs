@@ -196,6 +196,8 @@ pub mod codes {
     pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
     pub const SYNTAX_ERROR: &str = "42601";
     pub const INVALID_NAME: &str = "42602";
+    /// Text that is not valid in its encoding.
+    pub const CHARACTER_NOT_IN_REPERTOIRE: &str = "22021";
     pub const TOO_MANY_COLUMNS: &str = "54011";
     pub const UNDEFINED_TABLE: &str = "42P01";
     pub const UNDEFINED_COLUMN: &str = "42703";

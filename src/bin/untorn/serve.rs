@@ -68,6 +68,15 @@ pub struct ServeArgs {
     /// running longer is canceled (SQLSTATE 57014); 0: no limit.
     #[arg(long, default_value_t = 0)]
     statement_timeout: u64,
+    /// idle_in_transaction_session_timeout in milliseconds: a session
+    /// idle this long inside a transaction block is ended (SQLSTATE
+    /// 25P03), its block rolled back and its locks released; 0: never.
+    #[arg(long, default_value_t = 0)]
+    idle_in_transaction_session_timeout: u64,
+    /// idle_session_timeout in milliseconds: a session idle this long
+    /// outside a block is ended (SQLSTATE 57P05); 0: never.
+    #[arg(long, default_value_t = 0)]
+    idle_session_timeout: u64,
     /// Longest message a client may send after start-up; a longer one
     /// ends its connection (SQLSTATE 08P01); 1kB to 1GB [default: 4MB].
     #[arg(long, value_parser = message_size)]
@@ -183,6 +192,10 @@ fn limits(a: &ServeArgs) -> untorn::Result<Limits> {
         max_result_rows: a.max_result_rows as usize,
         statement_timeout: (a.statement_timeout > 0)
             .then(|| Duration::from_millis(a.statement_timeout)),
+        idle_in_transaction_session_timeout: (a.idle_in_transaction_session_timeout > 0)
+            .then(|| Duration::from_millis(a.idle_in_transaction_session_timeout)),
+        idle_session_timeout: (a.idle_session_timeout > 0)
+            .then(|| Duration::from_millis(a.idle_session_timeout)),
     })
 }
 

@@ -57,11 +57,12 @@ pub enum PgWireError {
     UnsupportedSASLAuthMethod(String),
     #[error(transparent)]
     IoError(#[from] std::io::Error),
-    #[error("Portal not found for name: {0}")]
+    // untorn: PostgreSQL's words and codes (34000, 26000).
+    #[error("portal \"{0}\" does not exist")]
     PortalNotFound(String),
     #[error("Cannot fetch portal in its Initial state, call start() first")]
     PortalNotStarted,
-    #[error("Statement not found for name: {0}")]
+    #[error("prepared statement \"{0}\" does not exist")]
     StatementNotFound(String),
     #[error("Parameter index out of bound: {0}")]
     ParameterIndexOutOfBound(usize),
@@ -407,7 +408,8 @@ impl PgWireError {
             | PgWireError::PortalNotStarted
             | PgWireError::ApiError(_) => "XX000",
             PgWireError::IoError(_) => "58030",
-            PgWireError::PortalNotFound(_) | PgWireError::StatementNotFound(_) => "26000",
+            PgWireError::PortalNotFound(_) => "34000",
+            PgWireError::StatementNotFound(_) => "26000",
             PgWireError::ParameterIndexOutOfBound(_)
             | PgWireError::InvalidRustTypeForParameter(_)
             | PgWireError::InvalidOptionValue(_) => "22023",

@@ -576,12 +576,24 @@ pub trait PgWireServerHandlers: 'static {
     fn max_message_size(&self) -> usize {
         crate::messages::LARGE_PACKET_SIZE_LIMIT
     }
+
+    /// untorn: how long the session may wait for its next message before
+    /// it is ended with a FATAL error of this SQLSTATE and message
+    /// (PostgreSQL's idle_session_timeout and
+    /// idle_in_transaction_session_timeout); `None`: as long as it takes.
+    fn idle_timeout(&self) -> Option<(std::time::Duration, &'static str, &'static str)> {
+        None
+    }
 }
 
 impl<T> PgWireServerHandlers for Arc<T>
 where
     T: PgWireServerHandlers,
 {
+    fn idle_timeout(&self) -> Option<(std::time::Duration, &'static str, &'static str)> {
+        (**self).idle_timeout()
+    }
+
     fn simple_query_handler(&self) -> Arc<impl query::SimpleQueryHandler> {
         (**self).simple_query_handler()
     }

@@ -58,6 +58,10 @@ pub trait SimpleQueryHandler: Send + Sync {
     /// This handle checks empty query by default, if the query string is empty
     /// or contains only semicolons and whitespace (e.g. `;`, `;;`, `;;;`), it
     /// returns `EmptyQueryResponse` and does not call `self.do_query`.
+    /// untorn: a message refused before it reached the handler (text
+    /// not UTF-8): the session fails its open block, as for any error.
+    fn on_refused(&self, _error: &PgWireError) {}
+
     async fn on_query<C>(&self, client: &mut C, query: Query) -> PgWireResult<()>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -85,6 +89,11 @@ pub trait SimpleQueryHandler: Send + Sync {
         // should respect the transaction state.
         if !matches!(client.state(), super::PgWireConnectionState::ReadyForQuery) {
             return Err(PgWireError::NotReadyForQuery);
+        }
+        if let Some(bad) = &query.invalid_encoding {
+            let e = invalid_encoding(bad);
+            self.on_refused(&e);
+            return Err(e);
         }
         let mut transaction_status = client.transaction_status();
 
@@ -195,6 +204,10 @@ pub trait ExtendedQueryHandler: Send + Sync {
     /// `Self::QueryParser` and stores it in `Self::PortalStore`. Empty
     /// queries are stored as empty statements instead, like PostgreSQL:
     /// they bind, describe and execute as empty queries.
+    /// untorn: a Parse refused before it reached the parser (text not
+    /// UTF-8): the session fails its open block, as for any error.
+    fn on_refused(&self, _error: &PgWireError) {}
+
     async fn on_parse<C>(&self, client: &mut C, message: Parse) -> PgWireResult<()>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -202,6 +215,11 @@ pub trait ExtendedQueryHandler: Send + Sync {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        if let Some(bad) = &message.invalid_encoding {
+            let e = invalid_encoding(bad);
+            self.on_refused(&e);
+            return Err(e);
+        }
         let name = message
             .name
             .clone()
@@ -1555,4 +1573,14 @@ mod extended_empty_query_tests {
             .unwrap();
         assert_eq!(client.sent()[1..], ["BindComplete", "EmptyQueryResponse"]);
     }
+}
+
+/// untorn: PostgreSQL's answer to text that is not UTF-8 (it was taken
+/// with U+FFFD in place of the bad bytes and stored so).
+fn invalid_encoding(bad: &str) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        SEVERITY_ERROR.to_owned(),
+        "22021".to_owned(),
+        format!("invalid byte sequence for encoding \"UTF8\": {bad}"),
+    )))
 }

@@ -33,6 +33,28 @@ pub(crate) fn get_cstring(buf: &mut BytesMut) -> Option<String> {
     }
 }
 
+/// untorn: where text is not UTF-8, PostgreSQL's 22021 detail (its first
+/// bad bytes, as `0xff 0x41`), so that a query is refused rather than run
+/// with U+FFFD in place of what the client sent.
+pub(crate) fn invalid_utf8(bytes: &[u8]) -> Option<String> {
+    let e = str::from_utf8(bytes).err()?;
+    let at = e.valid_up_to();
+    let len = e.error_len().unwrap_or(bytes.len() - at).clamp(1, 2);
+    let shown: Vec<String> = bytes[at..at + len.min(bytes.len() - at)]
+        .iter()
+        .map(|b| format!("0x{b:02x}"))
+        .collect();
+    Some(shown.join(" "))
+}
+
+/// Like [`get_cstring`], with [`invalid_utf8`]'s detail when the string
+/// was not UTF-8.
+pub(crate) fn get_cstring_checked(buf: &mut BytesMut) -> (Option<String>, Option<String>) {
+    let end = (0..buf.remaining()).find(|&i| buf[i] == b'\0');
+    let bad = end.and_then(|i| invalid_utf8(&buf[..i]));
+    (get_cstring(buf), bad)
+}
+
 /// Put null-termianted string
 ///
 /// You can put empty string by giving `""` as input.

@@ -11,6 +11,10 @@ pub struct Parse {
     pub name: Option<String>,
     pub query: String,
     pub type_oids: Vec<u32>,
+    /// untorn: set when the text was not UTF-8 (the bad bytes): the
+    /// statement is refused with 22021.
+    #[new(default)]
+    pub invalid_encoding: Option<String>,
 }
 
 /// Message type byte for Parse
@@ -51,7 +55,8 @@ impl Message for Parse {
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
         let name = codec::get_cstring(buf);
-        let query = codec::get_cstring(buf).unwrap_or_else(|| "".to_owned());
+        let (query, invalid_encoding) = codec::get_cstring_checked(buf);
+        let query = query.unwrap_or_default();
         let type_oid_count = buf.checked_u16()?;
         // untorn: a count the message cannot hold is refused before the
         // vector is reserved.
@@ -66,6 +71,7 @@ impl Message for Parse {
             name,
             query,
             type_oids,
+            invalid_encoding,
         })
     }
 }

@@ -8,6 +8,10 @@ use crate::error::PgWireResult;
 #[derive(PartialEq, Eq, Debug, new)]
 pub struct Query {
     pub query: String,
+    /// untorn: set when the text was not UTF-8 (the bad bytes): the
+    /// query is refused with 22021.
+    #[new(default)]
+    pub invalid_encoding: Option<String>,
 }
 
 /// Message type byte for Query
@@ -35,8 +39,10 @@ impl Message for Query {
     }
 
     fn decode_body(buf: &mut BytesMut, _: usize, _ctx: &DecodeContext) -> PgWireResult<Self> {
-        let query = codec::get_cstring(buf).unwrap_or_else(|| "".to_owned());
-
-        Ok(Query::new(query))
+        let (query, invalid_encoding) = codec::get_cstring_checked(buf);
+        Ok(Query {
+            query: query.unwrap_or_default(),
+            invalid_encoding,
+        })
     }
 }

@@ -599,6 +599,21 @@ macro_rules! process_socket_messages {
                     _ = &mut $startup_timeout => None,
                     msg = socket.next() => msg,
                 }
+            } else if let Some((after, code, message)) = $handlers.idle_timeout() {
+                // untorn: an idle session past its timeout is ended, as
+                // PostgreSQL's idle timeouts end it.
+                tokio::select! {
+                    _ = sleep(after) => {
+                        let e = PgWireError::UserError(Box::new(ErrorInfo::new(
+                            crate::error::SEVERITY_FATAL.to_owned(),
+                            code.to_owned(),
+                            message.to_owned(),
+                        )));
+                        let _ = process_error(socket, e, false).await;
+                        break;
+                    }
+                    msg = socket.next() => msg,
+                }
             } else {
                 socket.next().await
             };
