@@ -77,9 +77,20 @@ impl Database {
         // the drop's.
         engine.mark_dropped(table.file_id);
         let mut tx = Transaction::new(EngineRef::Borrowed(engine), engine.allocate_xid());
-        tx.delete(&Table::catalog(), name.as_bytes())?;
-        tx.dropped_files.push(table.file_id);
-        let end = tx.commit()?;
+        let committed = tx.delete(&Table::catalog(), name.as_bytes()).and_then(|_| {
+            tx.dropped_files.push(table.file_id);
+            tx.commit()
+        });
+        let end = match committed {
+            Ok(end) => end,
+            Err(e) => {
+                // Not dropped (a full disk refused the commit, nothing of
+                // it applied): the table takes writes again. A failure in
+                // the apply phase stopped the database anyway.
+                engine.unmark_dropped(table.file_id);
+                return Err(e);
+            }
+        };
         engine.wal.flush(end, Issuer::Client)?;
         engine.catalog.write().remove(name);
         engine.pool.discard_file(table.file_id);

@@ -333,6 +333,7 @@ impl Database {
     /// then the statistics saved (a failure to save them is only logged).
     pub fn close(mut self) -> Result<()> {
         self.stop_background();
+        self.engine.refuse_commits();
         checkpoint::procedure::run(&self.engine, Reason::Shutdown)?;
         // Saved after the shutdown checkpoint, naming it, as PostgreSQL
         // writes pg_stat/ at shutdown: an opening uses them only if the

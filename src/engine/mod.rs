@@ -62,6 +62,9 @@ pub(crate) struct Engine {
     poisoned: Mutex<Option<String>>,
     /// Tells the background threads to end.
     pub(crate) stop: AtomicBool,
+    /// `Database::close` began: no commit may follow its shutdown
+    /// checkpoint (a shared transaction outliving the handle included).
+    closed: AtomicBool,
     /// The directory's exclusive lock: held while anything (a shared
     /// transaction included) can still reach this engine's files.
     _dir_lock: DirLock,
@@ -105,6 +108,7 @@ impl Engine {
             dropped: StripedRwLock::new(HashSet::new()),
             poisoned: Mutex::new(None),
             stop: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             _dir_lock: dir_lock,
         }
     }
@@ -115,6 +119,25 @@ impl Engine {
             None if self.pool.is_poisoned() => Err(Error::Stopped("a failed change".into())),
             None => Ok(()),
         }
+    }
+
+    /// Refuses every commit from now on: `close` calls it before its
+    /// shutdown checkpoint, whose redo point waits out each commit
+    /// applying, so each commit is before that checkpoint or refused.
+    pub(crate) fn refuse_commits(&self) {
+        self.closed.store(true, SeqCst);
+    }
+
+    /// A commit's check, at its start and again in its apply phase with
+    /// the redo point held: the database must be usable and not closed.
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(SeqCst) {
+            return Err(Error::Stopped(
+                "the database was closed: a transaction that outlived Database::close cannot commit"
+                    .into(),
+            ));
+        }
+        self.check_usable()
     }
 
     /// Reads stop with writes after a failure: the pages may hold changes
@@ -161,6 +184,14 @@ impl Engine {
     pub(crate) fn mark_dropped(&self, file_id: u32) {
         self.dropped.write().update(|d| {
             d.insert(file_id);
+        });
+    }
+
+    /// Takes back [`Engine::mark_dropped`]: the drop's own commit failed,
+    /// so the table stays and must take writes again.
+    pub(crate) fn unmark_dropped(&self, file_id: u32) {
+        self.dropped.write().update(|d| {
+            d.remove(&file_id);
         });
     }
 

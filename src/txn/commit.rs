@@ -46,7 +46,7 @@ struct LeafGroup<'a> {
 
 pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
     let db = &*tx.engine;
-    db.check_usable()?;
+    db.check_open()?;
     if tx.writes.is_empty() && tx.dropped_files.is_empty() {
         return Ok(Lsn::INVALID);
     }
@@ -314,6 +314,10 @@ fn apply(
     // Held until the record is in: the redo point cannot move between the
     // image decision and the insert, and no table is dropped meanwhile.
     let redo = db.checkpoint.redo_point.hold();
+    // Checked again with the redo point held: a close's shutdown
+    // checkpoint moves it only once this commit is in, or after this
+    // check refuses it.
+    db.check_open()?;
     let dropped = db.dropped_files();
     if let Some((w, _)) = latched
         .iter()

@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 
 pub(super) fn commit(tx: &mut Transaction<'_>) -> Result<Lsn> {
     let db = &*tx.engine;
-    db.check_usable()?;
+    db.check_open()?;
     if !tx.dropped_files.is_empty() {
         return Err(Error::Invalid(
             "a transaction that drops a table cannot also spill its write set".into(),

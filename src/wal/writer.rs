@@ -341,7 +341,14 @@ impl Wal {
             }
             Turn::Lead { flushed } => flushed,
         };
+        // A leader that unwinds ends its round as a fatal one: every
+        // waiter wakes to an error (they parked forever before).
+        let unwinding = EndRoundOnUnwind {
+            group_commit: &self.group_commit,
+            dir: &self.dir,
+        };
         let res = self.lead_flush(flushed, upto);
+        std::mem::forget(unwinding);
         self.group_commit.end_round(match &res {
             Ok(target) => Ok(*target),
             Err(e) if e.is_fatal() => Err(Some(match e {
@@ -392,7 +399,11 @@ impl Wal {
             unsafe { pad.fill_padding(&self.cfg, &geo) };
         }
         // Records reserved below the padding may still be copying in.
-        self.insertion_locks.wait_for_copies_below(target);
+        self.insertion_locks
+            .wait_for_copies_below(target)
+            .map_err(|()| Error::Poisoned {
+                path: self.dir.clone(),
+            })?;
         let per_seg = geo.blocks_per_segment();
         let mut written: Vec<Arc<dyn File>> = Vec::new();
         let mut i = 0usize;
@@ -545,4 +556,20 @@ fn read_partial_block(
         )));
     }
     Ok(block)
+}
+
+/// Ends a flush leader's round as fatal if the leader unwinds out of it.
+struct EndRoundOnUnwind<'a> {
+    group_commit: &'a group_commit::GroupCommit,
+    dir: &'a std::path::Path,
+}
+
+impl Drop for EndRoundOnUnwind<'_> {
+    fn drop(&mut self) {
+        tracing::error!(
+            "a WAL flush leader unwound: no more WAL can be flushed; reopen the database"
+        );
+        self.group_commit
+            .end_round(Err(Some(self.dir.to_path_buf())));
+    }
 }

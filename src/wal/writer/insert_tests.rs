@@ -60,3 +60,111 @@ fn a_flush_waits_for_a_copy_reserved_below_its_target() {
     assert_eq!(xids, [1, 2]);
     assert_eq!(read[0].data, stalled);
 }
+
+/// Issue 57, item 2: an inserter that unwound between its reservation and
+/// its copy dropped its insertion lock as a finished copy; a flush wrote
+/// the hole and reported the next record durable, and the reader stopped
+/// at the hole, losing it. Now every flush after the unwind fails
+/// (poisoned, as PostgreSQL PANICs in a critical section), and nothing
+/// past the hole is written.
+#[test]
+fn a_panic_between_reservation_and_copy_stops_every_later_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
+    let wal = Arc::new(Wal::create(fs.clone(), dir.path(), cfg()).unwrap());
+    let first = RecordData::with_main(RecordKind::Commit, 1, vec![0x11; 200]);
+    let (_, end1) = wal.insert(&first).unwrap();
+    wal.flush(end1, Issuer::Client).unwrap();
+    let flushed_before = wal.flushed_lsn();
+    let dies = RecordData::with_main(RecordKind::Commit, 2, vec![0xAB; 3000]);
+    let total = (RECORD_HEADER_LEN + dies.encode().unwrap().len()) as u64;
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let copying = wal.insertion_locks.mine();
+        let _place = wal.reserve_record(&copying, total);
+        panic!("an inserter dies between its reservation and its copy");
+    }));
+    assert!(unwound.is_err());
+    let after = RecordData::with_main(RecordKind::Commit, 3, vec![0x33; 100]);
+    let (_, end3) = wal.insert(&after).unwrap();
+    let e = wal.flush(end3, Issuer::Client).unwrap_err();
+    assert!(e.is_fatal(), "{e}");
+    assert!(
+        wal.flush(end3, Issuer::Client).is_err(),
+        "a later flush succeeded"
+    );
+    assert_eq!(wal.flushed_lsn(), flushed_before);
+    let mut reader = WalReader::new(fs, dir.path(), &cfg(), Lsn(0)).unwrap();
+    let xids: Vec<u64> = reader
+        .read_to_end()
+        .unwrap()
+        .iter()
+        .map(|r| r.data.xid)
+        .collect();
+    assert_eq!(xids, [1]);
+}
+
+/// A WAL file whose `sync_data` panics while `ARMED` is set (a bug in a
+/// layer below): what a flush leader meets while it leads.
+struct PanickingSync {
+    inner: Arc<dyn File>,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl File for PanickingSync {
+    crate::forward_file_methods!(inner: path, kind, read_at, write_at, write_vectored_at,
+        sync_all, writeback_hint, allocate, set_len, len, try_lock);
+
+    fn sync_data(&self, who: Issuer) -> Result<()> {
+        if self.armed.swap(false, SeqCst) {
+            panic!("a flush leader's fdatasync panics");
+        }
+        self.inner.sync_data(who)
+    }
+}
+
+struct PanickingWalFs(Arc<dyn FileSystem>, Arc<std::sync::atomic::AtomicBool>);
+
+impl FileSystem for PanickingWalFs {
+    fn open(&self, path: &Path, kind: FileKind, opts: OpenOptions) -> Result<Arc<dyn File>> {
+        let inner = self.0.open(path, kind, opts)?;
+        Ok(Arc::new(PanickingSync {
+            inner,
+            armed: self.1.clone(),
+        }))
+    }
+    crate::forward_file_system_methods!(0: rename, remove, sync_dir, create_dir_all, exists,
+        list_dir, sector_size);
+}
+
+/// Issue 57, item 3: a flush leader that unwound never ended its round,
+/// and every later flush parked forever with no error. Now its round ends
+/// as a fatal one: every later flush gets an error at once.
+#[test]
+fn a_flush_leader_that_unwinds_fails_every_waiter_and_later_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fs: Arc<dyn FileSystem> = Arc::new(PanickingWalFs(
+        Arc::new(PosixFileSystem::default()),
+        armed.clone(),
+    ));
+    let wal = Arc::new(Wal::create(fs, dir.path(), cfg()).unwrap());
+    let (_, end) = wal
+        .insert(&RecordData::with_main(RecordKind::Commit, 1, vec![1; 100]))
+        .unwrap();
+    armed.store(true, SeqCst);
+    let leader = {
+        let wal = wal.clone();
+        std::thread::spawn(move || wal.flush(end, Issuer::Client))
+    };
+    assert!(leader.join().is_err(), "the leader did not panic");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let later = {
+        let wal = wal.clone();
+        std::thread::spawn(move || tx.send(wal.flush(end, Issuer::Client).is_err()).unwrap())
+    };
+    let failed = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a flush after the leader's unwind parked forever");
+    assert!(failed, "a flush after the leader's unwind succeeded");
+    later.join().unwrap();
+}

@@ -13,7 +13,7 @@
 
 use crate::striped::thread_number;
 use parking_lot::{Mutex, MutexGuard};
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 
 /// PostgreSQL's NUM_XLOGINSERT_LOCKS.
 const INSERTION_LOCKS: usize = 8;
@@ -29,6 +29,9 @@ struct Slot {
     /// Where the holder's reservation starts, once it has one; `NONE`
     /// otherwise.
     inserting_at: AtomicU64,
+    /// A holder unwound (a panic) with its reservation perhaps not
+    /// copied: the WAL has a hole no flush may write. Never cleared.
+    abandoned: AtomicBool,
 }
 
 impl Default for Slot {
@@ -36,6 +39,7 @@ impl Default for Slot {
         Slot {
             lock: Mutex::new(()),
             inserting_at: AtomicU64::new(NONE),
+            abandoned: AtomicBool::new(false),
         }
     }
 }
@@ -64,14 +68,22 @@ impl InsertionLocks {
     /// Returns once every copy of a record reserved before this call and
     /// starting below `target` has finished. The caller reserved up to
     /// `target` under the reservation lock and holds no insertion lock.
-    pub fn wait_for_copies_below(&self, target: u64) {
+    /// `Err(())` once any inserter unwound between its reservation and
+    /// the end of its copy: the bytes below `target` may hold a hole, and
+    /// no flush may ever write them (PostgreSQL PANICs there).
+    pub fn wait_for_copies_below(&self, target: u64) -> Result<(), ()> {
         for slot in &self.slots {
             // Read after the caller's reservation: a record reserved
             // before it shows its start here (stored under that lock).
             if slot.inserting_at.load(SeqCst) < target {
-                // Its holder lets go only after its copy.
+                // Its holder lets go only after its copy (or its unwind).
                 drop(slot.lock.lock());
             }
+        }
+        // After the waits: an unwind is recorded before its lock goes.
+        match self.slots.iter().any(|s| s.abandoned.load(SeqCst)) {
+            true => Err(()),
+            false => Ok(()),
         }
     }
 }
@@ -86,6 +98,14 @@ impl Inserting<'_> {
 
 impl Drop for Inserting<'_> {
     fn drop(&mut self) {
+        // A holder unwinding may leave its reservation unfilled: it is
+        // not a finished copy. Until 2026-12-01 this stored NONE, a flush
+        // wrote the hole, and the next opening ended the WAL there,
+        // losing later acknowledged commits.
+        if std::thread::panicking() && self.slot.inserting_at.load(SeqCst) != NONE {
+            self.slot.abandoned.store(true, SeqCst);
+            tracing::error!("a WAL insertion unwound before its copy ended: no more WAL can be flushed; reopen the database");
+        }
         // Before the lock is released (fields drop after this): a leader
         // that reads NONE sees the copy done.
         self.slot.inserting_at.store(NONE, SeqCst);

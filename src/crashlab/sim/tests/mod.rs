@@ -8,6 +8,8 @@ use std::ops::Range;
 
 /// POSIX calls on a file system that does not crash.
 mod calls;
+/// The contracts of `close` and `drop_table` at their edges.
+mod close_and_drop;
 /// What a crash keeps of what was not fsynced.
 mod crash;
 /// Names: new files, renames and removals, durable only after `sync_dir`.
