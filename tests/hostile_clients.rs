@@ -574,3 +574,28 @@ fn idle_sessions_end_at_their_timeouts() {
         ["22023"]
     );
 }
+
+/// A start-up packet of protocol 2.0 or 9.9 got 08P01 ("invalid startup
+/// message"); PostgreSQL answers FATAL 0A000 "unsupported frontend
+/// protocol" and closes, and so does untorn.
+#[test]
+fn an_unsupported_protocol_is_0a000() {
+    let serve = Serve::start(&[]);
+    for version in [0x0002_0000u32, 0x0009_0009] {
+        let mut raw = Raw::open(serve.port);
+        let mut body = version.to_be_bytes().to_vec();
+        body.extend_from_slice(b"user\0u\0\0");
+        let mut m = (body.len() as i32 + 4).to_be_bytes().to_vec();
+        m.extend(body);
+        raw.0.write_all(&m).unwrap();
+        let reply = raw.until_closed();
+        assert_eq!(reply.len(), 1, "{reply:?}");
+        assert_eq!(error_field(&reply[0].1, b'C').as_deref(), Some("0A000"));
+        let message = error_field(&reply[0].1, b'M').unwrap();
+        assert!(
+            message.contains("unsupported frontend protocol"),
+            "{message}"
+        );
+    }
+    assert!(Raw::connect(serve.port).query("select 1").codes.is_empty());
+}

@@ -557,8 +557,18 @@ pub fn select(
     s: &Select,
     cx: &Ctx<'_>,
 ) -> Result<Vec<Vec<Value>>, SqlError> {
+    // LIMIT NULL is no limit; a negative one is an error, as in
+    // PostgreSQL (it returned no row).
     let limit = match &s.limit {
-        Some(e) => as_int(&e.eval(&[], cx)?)?.map(|n| n.max(0) as usize),
+        Some(e) => match as_int(&e.eval(&[], cx)?)? {
+            Some(n) if n < 0 => {
+                return Err(SqlError::new(
+                    codes::INVALID_ROW_COUNT_IN_LIMIT_CLAUSE,
+                    "LIMIT must not be negative",
+                ))
+            }
+            n => n.map(|n| n as usize),
+        },
         None => None,
     };
     let enough = limit.filter(|_| s.in_access_order);

@@ -426,3 +426,20 @@ fn a_select_list_past_1664_entries_is_54011() {
     assert_eq!(e.code, codes::TOO_MANY_COLUMNS, "{e}");
     one(&mut s, "select *, 1 from w").unwrap();
 }
+
+/// `LIMIT -1` returned no row; as in PostgreSQL it is 2201W, and LIMIT
+/// NULL is no limit.
+#[test]
+fn a_negative_limit_is_2201w() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::create(dir.path(), Options::default()).unwrap();
+    let e = SqlEngine::open(Arc::new(db)).unwrap();
+    let mut s = e.session();
+    one(&mut s, "create table l (id int primary key)").unwrap();
+    one(&mut s, "insert into l values (1), (2)").unwrap();
+    let err = one(&mut s, "select id from l limit -1").unwrap_err();
+    assert_eq!(err.code, codes::INVALID_ROW_COUNT_IN_LIMIT_CLAUSE, "{err}");
+    assert_eq!(err.message, "LIMIT must not be negative");
+    let r = one(&mut s, "select id from l limit null").unwrap();
+    assert!(matches!(r, Outcome::Rows { rows, .. } if rows.len() == 2));
+}

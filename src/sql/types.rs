@@ -198,6 +198,8 @@ pub mod codes {
     pub const INVALID_NAME: &str = "42602";
     /// Text that is not valid in its encoding.
     pub const CHARACTER_NOT_IN_REPERTOIRE: &str = "22021";
+    /// A negative LIMIT.
+    pub const INVALID_ROW_COUNT_IN_LIMIT_CLAUSE: &str = "2201W";
     pub const TOO_MANY_COLUMNS: &str = "54011";
     pub const UNDEFINED_TABLE: &str = "42P01";
     pub const UNDEFINED_COLUMN: &str = "42703";

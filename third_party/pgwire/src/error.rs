@@ -20,13 +20,14 @@ pub const SEVERITY_PANIC: &str = "PANIC";
 /// Error type for pgwire server-side operations.
 #[derive(Error, Debug)]
 pub enum PgWireError {
-    #[error("Unsupported protocol version, received {0}.{1}")]
+    // untorn: PostgreSQL's words (and 0A000, below).
+    #[error("unsupported frontend protocol {0}.{1}: server supports 3.0 to 3.2")]
     UnsupportedProtocolVersion(u16, u16),
     #[error("Invalid CancelRequest message, code mismatch")]
     InvalidCancelRequest,
     #[error("Secret key length must be in [4, 256]")]
     InvalidSecretKey,
-    #[error("Invalid message recevied, received {0}")]
+    #[error("Invalid message received, received {0}")]
     InvalidMessageType(u8),
     #[error("Invalid message length, expected max {0}, actual: {1}")]
     MessageTooLarge(usize, usize),
@@ -383,8 +384,8 @@ impl PgWireError {
     /// Returns the SQLSTATE code this error is sent to the client with.
     pub fn code(&self) -> &str {
         match self {
-            PgWireError::UnsupportedProtocolVersion(_, _)
-            | PgWireError::InvalidCancelRequest
+            PgWireError::UnsupportedProtocolVersion(_, _) => "0A000",
+            PgWireError::InvalidCancelRequest
             | PgWireError::InvalidMessageType(_)
             | PgWireError::InvalidTargetType(_)
             | PgWireError::MessageTooLarge(..)

@@ -91,14 +91,17 @@ impl Message for Startup {
 
         // parse
         let protocol_number_major = buf.checked_u16()?;
+        let protocol_number_minor = buf.checked_u16()?;
 
-        // ensure the protocol version is correct and supported
+        // ensure the protocol version is correct and supported (untorn:
+        // PostgreSQL's "unsupported frontend protocol", 0A000, not 08P01)
         if !(Self::PG_PROTOCOL_EARLIEST..=Self::PG_PROTOCOL_LATEST).contains(&protocol_number_major)
         {
-            return Err(PgWireError::InvalidStartupMessage);
+            return Err(PgWireError::UnsupportedProtocolVersion(
+                protocol_number_major,
+                protocol_number_minor,
+            ));
         }
-
-        let protocol_number_minor = buf.checked_u16()?;
 
         // end by reading the last \0
         let mut parameters = BTreeMap::new();
