@@ -87,9 +87,22 @@ impl AtomicWrites {
         })
     }
 
+    /// Whether O_DIRECT I/O as the engine issues it (buffers aligned to
+    /// `AlignedBuf::ALIGN`, offsets and lengths whole pages) meets the
+    /// alignment STATX_DIOALIGN reports (0: not reported, the kernel's
+    /// checks then decide). Issue 57: it was read and never checked.
+    pub fn dio_alignment_fits(&self, page_size: u32) -> bool {
+        let buffers = super::aligned::AlignedBuf::ALIGN as u32;
+        let fits = |align: u32, within: u32| align == 0 || within.is_multiple_of(align);
+        fits(self.dio_mem_align, buffers) && fits(self.dio_offset_align, page_size)
+    }
+
     /// Whether, and how, a page of `page_size` bytes is written untorn.
     pub fn page_writes(&self, page_size: u32) -> AtomicPageWrites {
         if !self.reported || self.unit_min == 0 || self.unit_max == 0 {
+            return AtomicPageWrites::Unsupported;
+        }
+        if !self.dio_alignment_fits(page_size) {
             return AtomicPageWrites::Unsupported;
         }
         if page_size < self.unit_min || page_size > self.unit_max {
@@ -155,6 +168,35 @@ mod tests {
         assert_eq!(nvme.page_writes(32768), AtomicPageWrites::SoftwareFallback);
         assert_eq!(
             AtomicWrites::default().page_writes(8192),
+            AtomicPageWrites::Unsupported
+        );
+    }
+
+    /// A device whose O_DIRECT alignment the engine's I/O does not meet
+    /// (buffers aligned to 4096, offsets whole pages) offers no atomic
+    /// page write: before, STATX_DIOALIGN was read and ignored.
+    #[test]
+    fn a_dio_alignment_the_engine_does_not_meet_refuses_atomic() {
+        let nvme = |mem, offset| AtomicWrites {
+            dio_mem_align: mem,
+            dio_offset_align: offset,
+            ..figures(4096, 1 << 20, 16384)
+        };
+        assert_eq!(
+            nvme(512, 4096).page_writes(8192),
+            AtomicPageWrites::Hardware
+        );
+        assert_eq!(nvme(0, 0).page_writes(8192), AtomicPageWrites::Hardware);
+        assert_eq!(
+            nvme(8192, 4096).page_writes(8192),
+            AtomicPageWrites::Unsupported
+        );
+        assert_eq!(
+            nvme(512, 16384).page_writes(8192),
+            AtomicPageWrites::Unsupported
+        );
+        assert_eq!(
+            nvme(512, 3000).page_writes(8192),
             AtomicPageWrites::Unsupported
         );
     }

@@ -88,6 +88,15 @@ pub fn refusal(path: &Path, figures: &AtomicWrites, page_size: u32) -> Error {
          them: ext4, btrfs, XFS without reflink, tmpfs)"
             .to_string()
     };
+    let offered = if figures.reported && !figures.dio_alignment_fits(page_size) {
+        format!(
+            "{offered}, but O_DIRECT there wants memory aligned to {} and offsets to {} bytes \
+             (STATX_DIOALIGN), which {page_size}-byte pages in 4096-aligned buffers do not meet",
+            figures.dio_mem_align, figures.dio_offset_align
+        )
+    } else {
+        offered
+    };
     Error::InvalidSetting {
         name: "torn_page_protection",
         detail: format!(
