@@ -385,16 +385,9 @@ fn bind_and_parse_misuses_are_errors() {
     assert!(serve.stop().success());
 }
 
-/// The server's peak resident memory (VmHWM), in bytes.
+/// The server's VmHWM, in bytes.
 fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmHWM in /proc/PID/status");
-    kb << 10
+    common::serve::proc_status_bytes(pid, "VmHWM")
 }
 
 /// The memory bound of docs/SETTINGS.md: connections each sending the

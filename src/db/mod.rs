@@ -324,6 +324,17 @@ impl Database {
         Some((done as f64 / units as f64).min(1.0))
     }
 
+    /// A new temporary file in the database's `spill/` directory, removed
+    /// when dropped (file/temp.rs), bounded by `temp_file_limit`.
+    pub(crate) fn temp_file(&self) -> Result<crate::file::temp::TempFile> {
+        let e = &self.engine;
+        crate::file::temp::TempFile::create(
+            &e.fs,
+            &e.dir.join(crate::txn::spill::SPILL_DIR),
+            e.options.temp_file_limit,
+        )
+    }
+
     /// The database's directory.
     pub fn directory(&self) -> &Path {
         &self.engine.dir

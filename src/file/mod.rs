@@ -27,6 +27,7 @@ pub mod overlay;
 pub mod posix;
 pub mod sector;
 pub mod segmented;
+pub mod temp;
 
 use crate::error::Result;
 pub use io_stats::{IoOp, IoStats};

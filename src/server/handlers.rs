@@ -21,8 +21,9 @@ use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::data::DataRow;
 use pgwire::messages::extendedquery::Sync as SyncMessage;
-use pgwire::messages::response::{CommandComplete, ReadyForQuery};
+use pgwire::messages::response::{CommandComplete, ReadyForQuery, TransactionStatus};
 use pgwire::messages::simplequery::Query;
 use pgwire::messages::PgWireBackendMessage;
 use std::fmt::Debug;
@@ -79,7 +80,9 @@ impl Connection {
         if let Some(p) = self.pid.lock().take() {
             self.backends.remove(p);
         }
-        self.session.lock().close();
+        let mut session = self.session.lock();
+        session.close();
+        session.protocol_holds(0);
     }
 }
 
@@ -132,32 +135,131 @@ fn fields(
         .collect()
 }
 
-/// A statement's outcome as pgwire's response. Tags drive the
-/// transaction status pgwire reports in ReadyForQuery: BEGIN opens a
-/// block, COMMIT and ROLLBACK close one (also a failed one), and an error
-/// marks an open block failed.
-fn response(outcome: Outcome, format: Option<&Format>) -> Result<Response, SqlError> {
-    Ok(match outcome {
-        Outcome::Rows { columns, rows, .. } => {
-            let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
-            let schema = Arc::new(fields(&columns, format)?);
-            let encoded: Vec<PgWireResult<_>> = rows
-                .iter()
-                .map(|r| Ok(codec::encode_row(r, &schema, &types)))
-                .collect();
-            Response::Query(QueryResponse::new(schema, stream::iter(encoded)))
+/// Rows per fetch from a cursor: what a result holds in memory while it
+/// is sent (and while a portal is suspended).
+const FETCH_BATCH: usize = 256;
+
+/// A cursor's rows as they are fetched, for pgwire's row stream. Dropped
+/// before its end (a portal closed, a client gone) it closes the cursor.
+struct CursorRows {
+    session: Arc<Mutex<Session>>,
+    id: u64,
+    buf: std::vec::IntoIter<Vec<Value>>,
+    done: bool,
+}
+
+impl Drop for CursorRows {
+    fn drop(&mut self) {
+        // Never blocks: a session locked here is ending the cursor's
+        // transaction, which closes it anyway.
+        if !self.done {
+            if let Some(mut s) = self.session.try_lock() {
+                s.close_cursor(self.id);
+            }
         }
-        Outcome::Command { tag } => match tag.as_str() {
-            "BEGIN" => Response::TransactionStart(Tag::new(&tag)),
-            "COMMIT" | "ROLLBACK" => Response::TransactionEnd(Tag::new(&tag)),
-            _ => Response::Execution(Tag::new(&tag)),
-        },
-        Outcome::CopyIn { columns } => Response::CopyIn(CopyResponse::new(
-            0,
-            columns,
-            stream::empty::<PgWireResult<CopyData>>(),
-        )),
+    }
+}
+
+fn row_stream(
+    rows: CursorRows,
+    schema: Arc<Vec<FieldInfo>>,
+    types: Arc<Vec<SqlType>>,
+) -> impl futures::Stream<Item = PgWireResult<DataRow>> + Send + 'static {
+    stream::unfold(rows, move |mut rows| {
+        let (schema, types) = (schema.clone(), types.clone());
+        async move {
+            loop {
+                if let Some(r) = rows.buf.next() {
+                    return Some((Ok(codec::encode_row(&r, &schema, &types)), rows));
+                }
+                if rows.done {
+                    return None;
+                }
+                let fetched = rows.session.lock().fetch(rows.id, FETCH_BATCH);
+                match fetched {
+                    Ok(f) => {
+                        rows.done = f.tag.is_some();
+                        rows.buf = f.rows.into_iter();
+                    }
+                    Err(e) => {
+                        rows.done = true;
+                        return Some((Err(user_error(e)), rows));
+                    }
+                }
+            }
+        }
     })
+}
+
+impl Connection {
+    /// A statement's outcome as pgwire's response; a cursor's rows are
+    /// fetched as pgwire sends them. Tags drive the transaction status
+    /// pgwire reports in ReadyForQuery: BEGIN opens a block, COMMIT and
+    /// ROLLBACK close one (also a failed one), and an error marks an open
+    /// block failed.
+    fn response(&self, outcome: Outcome, format: Option<&Format>) -> Result<Response, SqlError> {
+        Ok(match outcome {
+            Outcome::Cursor { columns, id } => {
+                let types: Arc<Vec<SqlType>> = Arc::new(columns.iter().map(|c| c.ty).collect());
+                let schema = match fields(&columns, format) {
+                    Ok(f) => Arc::new(f),
+                    Err(e) => {
+                        self.session.lock().close_cursor(id);
+                        return Err(e);
+                    }
+                };
+                let rows = CursorRows {
+                    session: self.session.clone(),
+                    id,
+                    buf: Vec::new().into_iter(),
+                    done: false,
+                };
+                Response::Query(QueryResponse::new(
+                    schema.clone(),
+                    row_stream(rows, schema, types),
+                ))
+            }
+            Outcome::Rows { columns, rows, .. } => {
+                let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
+                let schema = Arc::new(fields(&columns, format)?);
+                let encoded: Vec<PgWireResult<_>> = rows
+                    .iter()
+                    .map(|r| Ok(codec::encode_row(r, &schema, &types)))
+                    .collect();
+                Response::Query(QueryResponse::new(schema, stream::iter(encoded)))
+            }
+            Outcome::Command { tag } => match tag.as_str() {
+                "BEGIN" => Response::TransactionStart(Tag::new(&tag)),
+                "COMMIT" | "ROLLBACK" => Response::TransactionEnd(Tag::new(&tag)),
+                _ => Response::Execution(Tag::new(&tag)),
+            },
+            Outcome::CopyIn { columns } => Response::CopyIn(CopyResponse::new(
+                0,
+                columns,
+                stream::empty::<PgWireResult<CopyData>>(),
+            )),
+        })
+    }
+
+    /// The running Query message's next statement as a response (its
+    /// rows streamed before the one after runs); `None` at its end.
+    fn next_simple_response(&self) -> Option<Response> {
+        let r = self.session.lock().query_next()?;
+        Some(match r.and_then(|o| self.response(o, None)) {
+            Ok(resp) => resp,
+            Err(e) => Response::Error(Box::new(error_info(e))),
+        })
+    }
+
+    /// What the protocol keeps now, for the connection's memory account.
+    fn protocol_holds<C>(&self, client: &C)
+    where
+        C: ClientPortalStore,
+        C::PortalStore: PortalStore,
+    {
+        let held = client.portal_store().held_bytes();
+        self.session.lock().protocol_holds(held);
+    }
 }
 
 impl Connection {
@@ -175,6 +277,7 @@ impl Connection {
         if matches!(self.session.lock().status(), TxStatus::Idle) {
             client.portal_store().clear_portals();
         }
+        self.protocol_holds(client);
     }
 }
 
@@ -203,18 +306,26 @@ impl SimpleQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         self.enlist(client);
-        let results = self.session.lock().simple_query(query);
-        let mut out = Vec::with_capacity(results.len());
-        for r in results {
-            match r.and_then(|o| response(o, None)) {
-                Ok(resp) => out.push(resp),
-                Err(e) => {
-                    out.push(Response::Error(Box::new(error_info(e))));
-                    break;
-                }
-            }
+        self.session.lock().query_start(query);
+        Ok(self.next_simple_response().into_iter().collect())
+    }
+
+    async fn next_response<C>(&self, _client: &mut C) -> PgWireResult<Option<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        Ok(self.next_simple_response())
+    }
+
+    fn status_after_error(&self, _status: TransactionStatus) -> TransactionStatus {
+        match self.session.lock().status() {
+            TxStatus::Idle => TransactionStatus::Idle,
+            TxStatus::InBlock => TransactionStatus::Transaction,
+            TxStatus::Failed => TransactionStatus::Error,
         }
-        Ok(out)
     }
 }
 
@@ -321,9 +432,17 @@ impl ExtendedQueryHandler for Connection {
         let outcome = self
             .session
             .lock()
-            .execute_in_batch(&portal.statement.statement, &params)
+            .start_in_batch(&portal.statement.statement, &params)
             .map_err(user_error)?;
-        response(outcome, Some(&portal.result_column_format)).map_err(user_error)
+        self.response(outcome, Some(&portal.result_column_format))
+            .map_err(user_error)
+    }
+
+    fn admit(&self, held: usize, incoming: usize, what: &str) -> PgWireResult<()> {
+        self.session
+            .lock()
+            .admit_protocol(held, incoming, what)
+            .map_err(user_error)
     }
 
     /// Sync ends the batch's implicit transaction (committing it, or, after

@@ -5,13 +5,15 @@
 
 use super::catalog::{Catalog, ColumnDef, IndexDef, KeyColumns, TableDef, TableMeta};
 use super::engine_err;
-use super::exec::{candidates, Sink};
+use super::exec::Sink;
 use super::expr::Ctx;
 use super::interrupt::UNWATCHED;
 use super::plan::Access;
 use super::row::index_key;
+use super::source::{Source, SCAN_CHUNK};
 use super::types::{codes, SqlError};
 use crate::db::Database;
+use std::sync::Arc;
 
 pub fn create_table(
     db: &Database,
@@ -71,7 +73,7 @@ pub fn truncate(db: &Database, cat: &Catalog, name: &str) -> Result<(), SqlError
 
 /// Copies every row of `old` into the tables of `def` (keyed by its
 /// primary key or by fresh row ids), in batches.
-fn rebuild(db: &Database, old: &TableMeta, def: TableDef) -> Result<TableMeta, SqlError> {
+fn rebuild(db: &Database, old: &Arc<TableMeta>, def: TableDef) -> Result<TableMeta, SqlError> {
     let new = Catalog::meta(db, def, Some(old.next_id.clone()))?;
     let cx = Ctx {
         params: &[],
@@ -83,18 +85,21 @@ fn rebuild(db: &Database, old: &TableMeta, def: TableDef) -> Result<TableMeta, S
     let mut reader = db.begin_shared();
     let mut sink = Sink::batched(db, &new);
     let result = (|| {
-        for (_, row) in candidates(&mut reader, old, &Access::Full, &cx, false, None)? {
-            let mut key_columns = new.def.primary_key.iter().flat_map(|k| &k.0);
-            if let Some(&c) = key_columns.find(|&&c| row[c] == super::types::Value::Null) {
-                return Err(SqlError::new(
-                    codes::NOT_NULL_VIOLATION,
-                    format!(
-                        "column \"{}\" of relation \"{}\" contains null values",
-                        new.def.columns[c].name, new.def.name
-                    ),
-                ));
+        let mut source = Source::open(old, &Access::Full, &cx, false)?;
+        while !source.done() {
+            for (_, row) in source.next_batch(&mut reader, &cx, SCAN_CHUNK)? {
+                let mut key_columns = new.def.primary_key.iter().flat_map(|k| &k.0);
+                if let Some(&c) = key_columns.find(|&&c| row[c] == super::types::Value::Null) {
+                    return Err(SqlError::new(
+                        codes::NOT_NULL_VIOLATION,
+                        format!(
+                            "column \"{}\" of relation \"{}\" contains null values",
+                            new.def.columns[c].name, new.def.name
+                        ),
+                    ));
+                }
+                super::exec::insert_row(&mut sink, &new, &row)?;
             }
-            super::exec::insert_row(&mut sink, &new, &row)?;
         }
         sink.finish()
     })();
@@ -165,7 +170,12 @@ pub fn create_index(
     };
     let mut reader = db.begin_shared();
     let built = (|| {
-        let rows = candidates(&mut reader, &old, &Access::Full, &cx, false, None)?;
+        // The entries are loaded sorted, all at once.
+        let mut source = Source::open(&old, &Access::Full, &cx, false)?;
+        let mut rows = Vec::new();
+        while !source.done() {
+            rows.extend(source.next_batch(&mut reader, &cx, SCAN_CHUNK)?);
+        }
         let entries = rows
             .iter()
             .map(|(k, r)| (index_key(columns.iter().map(|&c| &r[c]), k), Vec::new()));

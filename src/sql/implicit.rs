@@ -12,13 +12,24 @@
 use super::parse::Prepared;
 use super::session::{Session, State};
 use super::types::{codes, Outcome, SqlError, Value};
+use std::sync::Arc;
 
 impl Session {
     /// Runs one statement of an extended-protocol batch (or of a Query
     /// message of several), in the batch's implicit transaction.
     pub fn execute_in_batch(
         &mut self,
-        stmt: &Prepared,
+        stmt: &Arc<Prepared>,
+        params: &[Value],
+    ) -> Result<Outcome, SqlError> {
+        let started = self.start_in_batch(stmt, params)?;
+        self.collect(started)
+    }
+
+    /// `execute_in_batch`, a SELECT opened as a cursor (`Session::start`).
+    pub fn start_in_batch(
+        &mut self,
+        stmt: &Arc<Prepared>,
         params: &[Value],
     ) -> Result<Outcome, SqlError> {
         if matches!(self.state, State::Idle) && !stmt.is_transaction_control() {
@@ -28,7 +39,7 @@ impl Session {
         if self.implicit && stmt.is_begin() {
             self.implicit = false;
         }
-        let r = self.execute(stmt, params);
+        let r = self.start(stmt, params);
         if matches!(self.state, State::Idle) {
             self.implicit = false;
         }
@@ -53,6 +64,8 @@ impl Session {
         }
         let ended = SqlError::new(codes::CONNECTION_FAILURE, "the connection ended");
         self.fail(&ended);
+        self.cursors.clear();
+        self.script = None;
         self.state = State::Idle;
         self.implicit = false;
     }

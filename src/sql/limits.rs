@@ -16,8 +16,15 @@
 //!   `max_statements_per_query`, is 54000 before it is parsed
 //!   (`script`); text lexically far deeper than `max_expression_depth`
 //!   is 54001 before it is parsed.
-//! - A statement's scans hold at most `max_result_rows` rows (54000):
-//!   results are built whole before they are sent.
+//! - A SELECT's rows are sent as they are read (`cursor`); a sort holds
+//!   at most `work_mem` of them in memory and spills the rest to disk
+//!   (`sort`). What UPDATE and DELETE read before changing it, and a
+//!   result the library returns whole (`Session::execute`), is at most
+//!   `max_result_rows` rows (54000).
+//! - What a connection keeps between messages (prepared statements,
+//!   portals and their parameters, sorts in memory) is at most
+//!   `max_connection_memory`, all connections' together at most
+//!   `max_server_memory` (53200, `memory`).
 //! - All sessions together parse at most `parse_budget` tokens at once
 //!   (`budget`): what bounds the memory of parsing across connections.
 
@@ -37,6 +44,15 @@ pub struct Limits {
     /// Most rows one statement's scan holds in memory (its result, or
     /// the rows an UPDATE, DELETE or aggregate reads): more is 54000.
     pub max_result_rows: usize,
+    /// PostgreSQL's work_mem: the most memory one sort holds before it
+    /// writes sorted runs to a temporary file.
+    pub work_mem: usize,
+    /// The most memory one connection keeps between messages: its
+    /// prepared statements, portals with their parameters, and sorts in
+    /// memory (53200 past it).
+    pub max_connection_memory: usize,
+    /// The most all connections keep together (53200 past it).
+    pub max_server_memory: usize,
     /// How long one statement may run before it is canceled (57014), as
     /// PostgreSQL's statement_timeout; `None`: as long as it takes.
     pub statement_timeout: Option<std::time::Duration>,
@@ -61,7 +77,14 @@ impl Default for Limits {
             // pgbench_accounts whole at scale 100; far more than the
             // workloads themselves read (one row, or sysbench's 100).
             max_result_rows: 10_000_000,
-            // About 5 million rows' keys.
+            // PostgreSQL's default.
+            work_mem: 4 << 20,
+            // Eight sorts in memory at once, or 32 MB of parameters: ten
+            // connections at their limit take under 1 GB (RELIABILITY.md).
+            max_connection_memory: 32 << 20,
+            // With max_connections' 100 connections, a quarter of them at
+            // their limit.
+            max_server_memory: 1600 << 20,
             statement_timeout: None,
             idle_in_transaction_session_timeout: None,
             idle_session_timeout: None,

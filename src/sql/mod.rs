@@ -8,7 +8,11 @@
 //! - `parse`: the pre-parse shim, statement dispatch and DML mapped onto
 //!   plans; `parse_ddl`, `parse_select`: DDL and SELECT mapped onto plans;
 //! - `plan`, `expr`: plans, access paths, expressions;
-//! - `exec`: DML and queries on an engine transaction;
+//! - `exec`: DML on an engine transaction; `source`: an access path's
+//!   rows, batch by batch; `cursor`: a SELECT's rows as they are fetched
+//!   (`session_cursor`: a session's open ones); `sort`: ORDER BY and
+//!   DISTINCT within work_mem, spilling to disk; `memory`: what a
+//!   connection and the server hold between messages, bounded;
 //! - `ddl`, `catalog`: schema changes and where schemas are kept;
 //! - `row`: the row and key codecs (docs/FORMAT.md);
 //! - `limits`: what one statement may ask (expression depth, ...);
@@ -23,13 +27,16 @@
 mod budget;
 mod catalog;
 mod catalog_rows;
+mod coerce;
 mod copy;
+mod cursor;
 mod ddl;
 mod exec;
 mod expr;
 mod implicit;
 pub mod interrupt;
 pub mod limits;
+mod memory;
 mod parse;
 mod parse_ddl;
 mod parse_select;
@@ -39,6 +46,9 @@ mod row;
 mod script;
 mod session;
 mod session_copy;
+mod session_cursor;
+mod sort;
+mod source;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -56,6 +66,7 @@ pub use interrupt::Interrupt;
 pub use limits::Limits;
 pub use parse::Prepared;
 pub use session::{Session, SqlEngine};
+pub use session_cursor::Fetched;
 pub use types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
 
 use crate::Error;

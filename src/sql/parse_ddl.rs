@@ -108,7 +108,7 @@ pub(super) fn create_table(
                     let Expr::Const(v, _) = e else {
                         return Err(ns());
                     };
-                    def.default = Some(super::exec::store_value(v, &def)?);
+                    def.default = Some(super::coerce::store_value(v, &def)?);
                 }
                 ast::ColumnOption::PrimaryKey(_) if primary_key.is_none() => {
                     primary_key = Some(vec![i])

@@ -9,10 +9,11 @@
 
 use super::parse::{self, Planned, Prepared};
 use super::plan::Plan;
-use super::script::{self, Script};
+use super::script::{self, PendingScript, Script};
 use super::session::{failed_block, Session, State};
 use super::types::{codes, Outcome, SqlError, SqlType};
 use sqlparser::ast::Statement;
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
@@ -105,16 +106,42 @@ impl Session {
         })
     }
 
+    /// Runs a Query message's statements; a SELECT's rows are all read
+    /// (`collect`). The server streams them instead (`query_start`).
     pub fn simple_query(&mut self, sql: &str) -> Vec<Result<Outcome, SqlError>> {
-        if parse::is_checkpoint(sql) {
-            let r = self
-                .plan(sql, None, &[])
-                .and_then(|p| self.execute(&p, &[]));
-            return vec![r];
+        self.query_start(sql);
+        let mut out = Vec::new();
+        while let Some(r) = self.query_next() {
+            let r = r.and_then(|o| self.collect(o));
+            let stop = r.is_err();
+            out.push(r);
+            if stop {
+                // An error ends the message; what follows is the end of
+                // its implicit transaction.
+                self.end_script_after_error(&mut out);
+                break;
+            }
         }
-        // The whole message is parsed before any of it runs, as in
-        // PostgreSQL: a syntax error anywhere runs none of it. Its budget
-        // is held until its trees are dropped, at the end.
+        out
+    }
+
+    /// Takes a Query message: its statements are parsed now, and run one
+    /// at a time by `query_next`, so that one's rows can be sent before
+    /// the next runs. The whole message is parsed before any of it runs,
+    /// as in PostgreSQL: a syntax error anywhere runs none of it. Its
+    /// parse budget is held until its trees are dropped, at its end.
+    pub fn query_start(&mut self, sql: &str) {
+        self.end_script();
+        if parse::is_checkpoint(sql) {
+            self.script = Some(PendingScript {
+                stmts: VecDeque::new(),
+                checkpoint: Some(sql.to_string()),
+                batch: false,
+                error: None,
+                _permit: None,
+            });
+            return;
+        }
         let limits = self.engine.limits().clone();
         let mut held = None;
         let stmts = self.split(sql).and_then(|script| {
@@ -131,14 +158,14 @@ impl Session {
                     };
                     p.parse(&limits).map(|s| (text, s))
                 })
-                .collect::<Result<Vec<_>, _>>()
+                .collect::<Result<VecDeque<_>, _>>()
         });
-        let stmts = match stmts {
-            Ok(s) => s,
+        let (stmts, error) = match stmts {
+            Ok(s) => (s, None),
             Err(e) => {
-                drop(held);
+                held = None;
                 self.fail(&e);
-                return vec![Err(e)];
+                (VecDeque::new(), Some(e))
             }
         };
         // Several statements are one implicit transaction, as in
@@ -147,36 +174,85 @@ impl Session {
             && !stmts
                 .iter()
                 .any(|(_, s)| matches!(s, Statement::Copy { .. }));
-        let mut out = Vec::new();
-        for (text, s) in stmts {
-            let r = if matches!(self.state, State::Failed)
-                && !matches!(s, Statement::Commit { .. } | Statement::Rollback { .. })
-            {
-                Err(failed_block())
-            } else {
-                self.plan(&text, Some(&s), &[]).and_then(|p| {
-                    if batch {
-                        self.execute_in_batch(&p, &[])
-                    } else {
-                        self.execute(&p, &[])
-                    }
-                })
+        self.script = Some(PendingScript {
+            stmts,
+            checkpoint: None,
+            batch,
+            error,
+            _permit: held,
+        });
+    }
+
+    /// The Query message's next statement run (a SELECT opened as a
+    /// cursor, to be fetched before the next call), or, at its end, an
+    /// error of its implicit transaction's commit; `None` once done.
+    pub fn query_next(&mut self) -> Option<Result<Outcome, SqlError>> {
+        let script = self.script.as_mut()?;
+        if let Some(e) = script.error.take() {
+            self.script = None;
+            return Some(Err(e));
+        }
+        if let Some(sql) = script.checkpoint.take() {
+            self.script = None;
+            let r = self
+                .plan(&sql, None, &[])
+                .and_then(|p| self.start(&Arc::new(p), &[]));
+            return Some(r);
+        }
+        let batch = script.batch;
+        let Some((text, s)) = script.stmts.pop_front() else {
+            self.script = None;
+            return match batch {
+                true => self.sync().err().map(Err),
+                false => None,
             };
-            let stop = matches!(r, Err(_) | Ok(Outcome::CopyIn { .. }));
-            if let Err(e) = &r {
-                self.fail(e);
+        };
+        let r = if matches!(self.state, State::Failed)
+            && !matches!(s, Statement::Commit { .. } | Statement::Rollback { .. })
+        {
+            Err(failed_block())
+        } else {
+            self.plan(&text, Some(&s), &[]).and_then(|p| {
+                let p = Arc::new(p);
+                if batch {
+                    self.start_in_batch(&p, &[])
+                } else {
+                    self.start(&p, &[])
+                }
+            })
+        };
+        if let Err(e) = &r {
+            self.fail(e);
+        }
+        if matches!(r, Err(_) | Ok(Outcome::CopyIn { .. })) {
+            // The message ends here; only its implicit transaction's end
+            // is left for the next call.
+            if let Some(script) = self.script.as_mut() {
+                script.stmts.clear();
             }
+        }
+        Some(r)
+    }
+
+    /// Ends the Query message in progress, if any (an error ended it, or
+    /// its client stopped reading): its implicit transaction ends as at
+    /// the message's end (rolled back, after an error).
+    pub(super) fn end_script(&mut self) {
+        if let Some(script) = self.script.take() {
+            if script.batch {
+                let _ = self.sync();
+            }
+        }
+    }
+
+    /// `end_script` after an error in `simple_query`, its commit error
+    /// (if any) reported.
+    fn end_script_after_error(&mut self, out: &mut Vec<Result<Outcome, SqlError>>) {
+        if let Some(script) = self.script.as_mut() {
+            script.stmts.clear();
+        }
+        while let Some(r) = self.query_next() {
             out.push(r);
-            if stop {
-                break;
-            }
         }
-        if batch {
-            if let Err(e) = self.sync() {
-                out.push(Err(e));
-            }
-        }
-        drop(held);
-        out
     }
 }

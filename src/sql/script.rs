@@ -214,6 +214,18 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A Query message's statements not run yet.
+pub struct PendingScript {
+    pub(super) stmts: std::collections::VecDeque<(String, Statement)>,
+    /// CHECKPOINT, which the parser does not know.
+    pub(super) checkpoint: Option<String>,
+    /// The statements are one implicit transaction.
+    pub(super) batch: bool,
+    /// The message's parse error, reported first.
+    pub(super) error: Option<SqlError>,
+    pub(super) _permit: Option<Permit>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

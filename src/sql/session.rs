@@ -12,12 +12,14 @@
 use super::budget::ParseBudget;
 use super::catalog::Catalog;
 use super::copy::CopyState;
+use super::cursor::Cursor;
 use super::ddl;
 use super::engine_err;
 use super::exec::{self, Sink, Tx};
 use super::expr::{as_int, Ctx};
 use super::interrupt::Interrupt;
 use super::limits::Limits;
+use super::memory::{ConnectionMemory, ServerMemory};
 use super::parse::Prepared;
 use super::plan::{InsertSource, Plan};
 use super::types::{codes, Outcome, SqlError, SqlType, TxStatus, Value};
@@ -34,6 +36,8 @@ pub struct SqlEngine {
     limits: Limits,
     /// The text all sessions parse at once (`budget`).
     pub(super) budget: Arc<ParseBudget>,
+    /// What all sessions hold between messages (`memory`).
+    pub(super) memory: Arc<ServerMemory>,
 }
 
 impl SqlEngine {
@@ -51,6 +55,7 @@ impl SqlEngine {
             catalog,
             ddl: Mutex::new(()),
             budget: ParseBudget::new(limits.parse_budget),
+            memory: ServerMemory::new(limits.max_server_memory),
             limits,
         }))
     }
@@ -70,6 +75,7 @@ impl SqlEngine {
                 catalog,
                 ddl: Mutex::new(()),
                 budget: ParseBudget::new(limits.parse_budget),
+                memory: ServerMemory::new(limits.max_server_memory),
                 limits,
             })
         }))
@@ -92,7 +98,16 @@ impl SqlEngine {
             copy: None,
             interrupt: Arc::new(Interrupt::default()),
             implicit: false,
+            memory: ConnectionMemory::new(&self.memory, self.limits.max_connection_memory),
+            cursors: Vec::new(),
+            next_cursor: 0,
+            script: None,
         }
+    }
+
+    /// Bytes all sessions hold between messages now (`memory`).
+    pub fn memory_used(&self) -> usize {
+        self.memory.used()
     }
 
     pub fn database(&self) -> &Database {
@@ -127,6 +142,13 @@ pub struct Session {
     /// The block is an extended-protocol batch's implicit transaction
     /// (`implicit`), which Sync ends.
     pub(super) implicit: bool,
+    /// What this connection holds between messages (`memory`).
+    pub(super) memory: Arc<ConnectionMemory>,
+    /// Open results (`cursor`), by id; the block's end closes them.
+    pub(super) cursors: Vec<(u64, Cursor)>,
+    pub(super) next_cursor: u64,
+    /// A Query message's statements not run yet (`query`).
+    pub(super) script: Option<super::script::PendingScript>,
 }
 
 pub(super) fn failed_block() -> SqlError {
@@ -155,6 +177,7 @@ impl Session {
     /// one is rolled back already); the tag says which.
     pub(super) fn end_block(&mut self) -> Result<&'static str, SqlError> {
         self.implicit = false;
+        self.close_block_cursors();
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Failed => {
                 self.end_settings(false);
@@ -244,6 +267,7 @@ impl Session {
 
     /// After an error: a block fails, its transaction aborted.
     pub(super) fn fail(&mut self, _e: &SqlError) {
+        self.close_block_cursors();
         if let State::Block(tx) = &mut self.state {
             if let Some(t) = tx.take() {
                 t.abort();
@@ -252,7 +276,17 @@ impl Session {
         }
     }
 
-    pub fn execute(&mut self, stmt: &Prepared, params: &[Value]) -> Result<Outcome, SqlError> {
+    /// Runs `stmt`; a SELECT's rows are all read and returned (at most
+    /// `max_result_rows`: 54000 past it). The server streams them instead
+    /// (`start`).
+    pub fn execute(&mut self, stmt: &Arc<Prepared>, params: &[Value]) -> Result<Outcome, SqlError> {
+        let started = self.start(stmt, params)?;
+        self.collect(started)
+    }
+
+    /// Runs `stmt`; a SELECT opens a cursor (`Outcome::Cursor`) whose rows
+    /// `fetch` returns.
+    pub fn start(&mut self, stmt: &Arc<Prepared>, params: &[Value]) -> Result<Outcome, SqlError> {
         let r = self.execute_inner(stmt, params);
         if let Err(e) = &r {
             self.fail(e);
@@ -260,7 +294,11 @@ impl Session {
         r
     }
 
-    fn execute_inner(&mut self, stmt: &Prepared, params: &[Value]) -> Result<Outcome, SqlError> {
+    fn execute_inner(
+        &mut self,
+        stmt: &Arc<Prepared>,
+        params: &[Value],
+    ) -> Result<Outcome, SqlError> {
         if self.copy.is_some() {
             return Err(SqlError::new(
                 codes::PROTOCOL_VIOLATION,
@@ -273,7 +311,7 @@ impl Session {
                 stmt.planned.plan,
                 Plan::Begin | Plan::Commit | Plan::Rollback | Plan::Noop(_) | Plan::Checkpoint
             ) {
-            replanned = self.replan(stmt)?;
+            replanned = Arc::new(self.replan(stmt)?);
             &replanned
         } else {
             stmt
@@ -338,6 +376,7 @@ impl Session {
             }
             Plan::Commit => cmd(self.end_block()?),
             Plan::Rollback => {
+                self.close_block_cursors();
                 if let State::Block(Some(t)) = std::mem::replace(&mut self.state, State::Idle) {
                     t.abort();
                 }
@@ -489,13 +528,8 @@ impl Session {
             }
             Plan::Select(s) => {
                 let meta = s.table.as_ref().map(|t| cat.get(t)).transpose()?;
-                let rows = self.with_tx(&stop, |tx| exec::select(tx, meta.as_deref(), s, &cx))?;
-                let tag = format!("SELECT {}", rows.len());
-                Ok(Outcome::Rows {
-                    columns: stmt.planned.columns.clone(),
-                    rows,
-                    tag,
-                })
+                let cursor = Cursor::open(stmt.clone(), params.clone(), meta, &cx)?;
+                Ok(self.open_cursor(cursor, stmt.planned.columns.clone()))
             }
         }
     }
@@ -582,7 +616,7 @@ fn coerce_param(v: &Value, t: SqlType) -> Result<Value, SqlError> {
                 default: None,
                 serial: false,
             };
-            exec::store_value(Value::Text(s.clone()), &col)?
+            super::coerce::store_value(Value::Text(s.clone()), &col)?
         }
         _ => v.clone(),
     })

@@ -129,6 +129,9 @@ pub enum Outcome {
     /// `INSERT 0 1`, `UPDATE 1`, `DELETE 0`, `CREATE TABLE`, `BEGIN`,
     /// `COMMIT`, `ROLLBACK` (also for COMMIT of a failed block), ...
     Command { tag: String },
+    /// A SELECT's rows, to be fetched (`Session::fetch`) with cursor `id`:
+    /// what `Session::start` returns where `execute` returns `Rows`.
+    Cursor { columns: Vec<Column>, id: u64 },
     /// `COPY ... FROM STDIN` began: the client now sends CopyData rows
     /// (text format) for `columns` columns.
     CopyIn { columns: usize },
@@ -225,6 +228,8 @@ pub mod codes {
     pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
     /// A temporary file (a spilled write set) past temp_file_limit.
     pub const CONFIGURATION_LIMIT_EXCEEDED: &str = "53400";
+    pub const OUT_OF_MEMORY: &str = "53200";
+    pub const INVALID_CURSOR_NAME: &str = "34000";
     pub const QUERY_CANCELED: &str = "57014";
     pub const ADMIN_SHUTDOWN: &str = "57P01";
     pub const STATEMENT_TOO_COMPLEX: &str = "54001";

@@ -269,3 +269,16 @@ impl Raw {
         self.until_ready()
     }
 }
+
+/// A field of a process's /proc/PID/status in kB (`VmRSS`, `VmHWM`), in
+/// bytes.
+pub fn proc_status_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"));
+    kb << 10
+}

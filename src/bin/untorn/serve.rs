@@ -52,11 +52,24 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().parse_budget as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     parse_budget: u64,
-    /// Most rows one statement reads into memory (its result, or what an
-    /// UPDATE, DELETE or aggregate scans); more is SQLSTATE 54000.
+    /// Most rows an UPDATE or DELETE reads into memory before changing
+    /// them; more is SQLSTATE 54000 (a SELECT's rows are streamed).
     #[arg(long, default_value_t = Limits::default().max_result_rows as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_result_rows: u64,
+    /// work_mem: the most memory one sort (ORDER BY, DISTINCT) holds
+    /// before it writes sorted runs to a temporary file in spill/.
+    #[arg(long, value_parser = parse_size, default_value = "4MB")]
+    work_mem: u64,
+    /// The most memory one connection keeps between messages (prepared
+    /// statements, portals and their parameters, sorts in memory); more
+    /// is SQLSTATE 53200.
+    #[arg(long, value_parser = parse_size, default_value = "32MB")]
+    max_connection_memory: u64,
+    /// The most memory all connections keep together; more is SQLSTATE
+    /// 53200.
+    #[arg(long, value_parser = parse_size, default_value = "1600MB")]
+    max_server_memory: u64,
     /// temp_file_limit: the most disk one transaction's write set may
     /// spill to past its 10,000 rows / 16 MB in memory (a COPY of
     /// millions of rows is one transaction); more is SQLSTATE 53400; 0:
@@ -190,6 +203,9 @@ fn limits(a: &ServeArgs) -> untorn::Result<Limits> {
         max_statements_per_query: a.max_statements_per_query as usize,
         parse_budget: a.parse_budget as usize,
         max_result_rows: a.max_result_rows as usize,
+        work_mem: a.work_mem as usize,
+        max_connection_memory: a.max_connection_memory as usize,
+        max_server_memory: a.max_server_memory as usize,
         statement_timeout: (a.statement_timeout > 0)
             .then(|| Duration::from_millis(a.statement_timeout)),
         idle_in_transaction_session_timeout: (a.idle_in_transaction_session_timeout > 0)

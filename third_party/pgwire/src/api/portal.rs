@@ -49,6 +49,14 @@ pub struct FetchResult {
     pub suspended: bool,
 }
 
+/// untorn: about what a portal bound with `parameters` keeps.
+pub fn bind_weight(parameters: &[Option<Bytes>]) -> usize {
+    256 + parameters
+        .iter()
+        .map(|p| 32 + p.as_ref().map_or(0, |b| b.len()))
+        .sum::<usize>()
+}
+
 /// Column format specification for parameters or result columns.
 #[derive(Debug, Clone, Default)]
 pub enum Format {
@@ -192,6 +200,12 @@ impl<S: Clone> Portal<S> {
             // Null
             Ok(None)
         }
+    }
+
+    /// untorn: about how many bytes the portal keeps (its parameters), for
+    /// a handler bounding a connection's memory.
+    pub fn weight(&self) -> usize {
+        bind_weight(&self.parameters)
     }
 
     /// Get a handle to the portal's execution state.

@@ -114,7 +114,27 @@ pub trait SimpleQueryHandler: Send + Sync {
             } else {
                 self.do_query(client, &query_string).await
             }?;
-            for r in resp {
+            // untorn: a handler may run the message's statements one at a
+            // time (`next_response`), each asked for once everything before
+            // it was sent, so that a statement's rows stream to the client
+            // before the next runs. An error, also one that ends a stream of
+            // rows, ends the message, as in PostgreSQL.
+            let mut pending: std::collections::VecDeque<Response> = resp.into();
+            loop {
+                let r = match pending.pop_front() {
+                    Some(r) => r,
+                    None => match self.next_response(client).await? {
+                        Some(r) => r,
+                        None => break,
+                    },
+                };
+                let mut last = matches!(
+                    r,
+                    Response::Error(_)
+                        | Response::CopyIn(_)
+                        | Response::CopyOut(_)
+                        | Response::CopyBoth(_)
+                );
                 match r {
                     Response::EmptyQuery => {
                         client
@@ -122,7 +142,17 @@ pub trait SimpleQueryHandler: Send + Sync {
                             .await?;
                     }
                     Response::Query(results) => {
-                        send_query_response(client, results, true).await?;
+                        match send_query_response(client, results, true).await {
+                            Ok(()) => {}
+                            Err(PgWireError::UserError(e)) => {
+                                client
+                                    .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
+                                    .await?;
+                                transaction_status = self.status_after_error(transaction_status);
+                                last = true;
+                            }
+                            Err(e) => return Err(e),
+                        }
                     }
                     Response::Execution(tag) => {
                         send_execution_response(client, tag).await?;
@@ -153,6 +183,9 @@ pub trait SimpleQueryHandler: Send + Sync {
                         client.set_state(PgWireConnectionState::CopyInProgress(false));
                     }
                 }
+                if last {
+                    break;
+                }
             }
         }
 
@@ -168,6 +201,26 @@ pub trait SimpleQueryHandler: Send + Sync {
         };
 
         Ok(())
+    }
+
+    /// untorn: the response of the Query message's next statement, asked
+    /// for once every response before it was sent (see `_on_query`).
+    /// Default: none, every response came from `do_query`.
+    async fn next_response<C>(&self, _client: &mut C) -> PgWireResult<Option<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        Ok(None)
+    }
+
+    /// untorn: the transaction status after a stream of rows ended in an
+    /// error: the handler knows whether a block was open. Default: as
+    /// after any error.
+    fn status_after_error(&self, status: TransactionStatus) -> TransactionStatus {
+        status.to_error_state()
     }
 
     /// Provide your query implementation using the incoming query string.
@@ -197,6 +250,13 @@ pub trait ExtendedQueryHandler: Send + Sync {
 
     /// Get a reference to associated `QueryParser` implementation
     fn query_parser(&self) -> Arc<Self::QueryParser>;
+
+    /// untorn: whether the connection may keep `incoming` more bytes (a
+    /// Parse's statement, a Bind's parameters) beside the `held` its
+    /// statements and portals keep now. Default: yes.
+    fn admit(&self, _held: usize, _incoming: usize, _what: &str) -> PgWireResult<()> {
+        Ok(())
+    }
 
     /// Called when client sends `parse` command.
     ///
@@ -234,6 +294,10 @@ pub trait ExtendedQueryHandler: Send + Sync {
                 format!("prepared statement \"{name}\" already exists"),
             ))));
         }
+        // untorn: the handler may refuse what the connection would keep.
+        let held = client.portal_store().held_bytes();
+        let incoming = super::stmt::statement_weight(&message.query, message.type_oids.len());
+        self.admit(held, incoming, "a prepared statement")?;
         let parser = self.query_parser();
         match StoredStatement::parse(client, &message, parser).await? {
             Some(stmt) => client.portal_store().put_statement(Arc::new(stmt)),
@@ -281,6 +345,9 @@ pub trait ExtendedQueryHandler: Send + Sync {
                         ),
                     ))));
                 }
+                let held = client.portal_store().held_bytes();
+                let incoming = super::portal::bind_weight(&message.parameters);
+                self.admit(held, incoming, "a portal's parameters")?;
                 let portal = Portal::try_new(&message, statement)?;
                 client.portal_store().put_portal(Arc::new(portal));
             }
@@ -431,24 +498,7 @@ pub trait ExtendedQueryHandler: Send + Sync {
 
         // Fetch rows from the portal and send to client
         if needs_fetch {
-            let fetch_result = portal.fetch(max_rows).await?;
-            let mut response = fetch_result.response;
-            let command_tag = response.command_tag().to_owned();
-            let mut row_count = 0;
-            while let Some(row) = response.data_rows().next().await {
-                client.feed(PgWireBackendMessage::DataRow(row?)).await?;
-                row_count += 1;
-            }
-            if fetch_result.suspended {
-                client
-                    .feed(PgWireBackendMessage::PortalSuspended(PortalSuspended))
-                    .await?;
-            } else {
-                let tag = Tag::new(&command_tag).with_rows(row_count);
-                client
-                    .feed(PgWireBackendMessage::CommandComplete(tag.into()))
-                    .await?;
-            }
+            send_portal_rows(client, portal.as_ref(), max_rows).await?;
         }
 
         if !matches!(client.state(), PgWireConnectionState::CopyInProgress(_)) {
@@ -694,6 +744,51 @@ where
         .feed(PgWireBackendMessage::CommandComplete(tag.into()))
         .await?;
 
+    Ok(())
+}
+
+/// untorn: sends up to `max_rows` (0: all) of a started portal's rows as
+/// its stream yields them, never collecting them (`Portal::fetch` held
+/// all of a result in memory when a client asked for all of it), then
+/// PortalSuspended, or CommandComplete once the stream ended.
+async fn send_portal_rows<C, S: Clone>(client: &mut C, portal: &Portal<S>, max_rows: usize) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let state = portal.state();
+    let mut state = state.lock().await;
+    let PortalExecutionState::Suspended(response) = &mut *state else {
+        // Finished: nothing more to send.
+        let tag = Tag::new("SELECT").with_rows(0);
+        client
+            .feed(PgWireBackendMessage::CommandComplete(tag.into()))
+            .await?;
+        return Ok(());
+    };
+    let command_tag = response.command_tag().to_owned();
+    let data_rows = response.data_rows();
+    let mut rows = 0;
+    while max_rows == 0 || rows < max_rows {
+        match data_rows.next().await {
+            Some(row) => {
+                client.feed(PgWireBackendMessage::DataRow(row?)).await?;
+                rows += 1;
+            }
+            None => {
+                *state = PortalExecutionState::Finished;
+                let tag = Tag::new(&command_tag).with_rows(rows);
+                client
+                    .feed(PgWireBackendMessage::CommandComplete(tag.into()))
+                    .await?;
+                return Ok(());
+            }
+        }
+    }
+    client
+        .feed(PgWireBackendMessage::PortalSuspended(PortalSuspended))
+        .await?;
     Ok(())
 }
 
@@ -1167,6 +1262,7 @@ mod extended_empty_query_tests {
             name: name.map(str::to_owned),
             query: query.to_owned(),
             type_oids: vec![],
+            invalid_encoding: None,
         }
     }
 

@@ -24,6 +24,16 @@ pub struct StoredStatement<S> {
     /// type ids of query parameters, can be empty if frontend asks backend for
     /// type inference
     pub parameter_types: Vec<Option<Type>>,
+    /// untorn: about how many bytes the statement keeps (its text, its
+    /// types, its plan), for a handler bounding a connection's memory.
+    #[new(default)]
+    pub weight: usize,
+}
+
+/// untorn: about what a statement parsed from `query`, with `types`,
+/// keeps: its plan is counted as three times its text.
+pub fn statement_weight(query: &str, types: usize) -> usize {
+    256 + 4 * query.len() + 8 * types
 }
 
 impl<S> StoredStatement<S> {
@@ -57,6 +67,7 @@ impl<S> StoredStatement<S> {
                     .clone()
                     .unwrap_or_else(|| DEFAULT_NAME.to_owned()),
                 statement,
+                weight: statement_weight(&parse.query, types.len()),
                 parameter_types: types,
             }))
     }

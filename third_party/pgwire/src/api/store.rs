@@ -76,6 +76,12 @@ pub trait PortalStore: Any + Send + Sync + 'static {
 
     /// Retrieve a portal by name.
     fn get_portal(&self, name: &str) -> Option<Entry<Portal<Self::Statement>>>;
+
+    /// untorn: about how many bytes the statements and portals keep
+    /// (`StoredStatement::weight`, `Portal::weight`). Default: unknown, 0.
+    fn held_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// In-memory implementation of `PortalStore` backed by `BTreeMap`.
@@ -85,6 +91,28 @@ pub struct MemPortalStore<S> {
     statements: RwLock<BTreeMap<String, Entry<StoredStatement<S>>>>,
     #[new(default)]
     portals: RwLock<BTreeMap<String, Entry<Portal<S>>>>,
+    /// untorn: the weights of what is stored (`held_bytes`).
+    #[new(default)]
+    held: std::sync::atomic::AtomicUsize,
+}
+
+fn statement_weight<S>(e: &Entry<StoredStatement<S>>) -> usize {
+    e.value().map_or(0, |s| s.weight)
+}
+
+fn portal_weight<S>(e: &Entry<Portal<S>>) -> usize {
+    e.value()
+        .map_or(0, |p| super::portal::bind_weight(&p.parameters))
+}
+
+impl<S> MemPortalStore<S> {
+    fn add(&self, n: usize) {
+        self.held.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn sub(&self, n: usize) {
+        self.held.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl<S: Clone + Send + Sync + 'static> PortalStore for MemPortalStore<S> {
@@ -97,17 +125,24 @@ impl<S: Clone + Send + Sync + 'static> PortalStore for MemPortalStore<S> {
     fn put_statement(&self, statement: Arc<StoredStatement<Self::Statement>>) {
         let name = statement.id.to_owned();
         let mut guard = self.statements.write().unwrap();
-        guard.insert(name, Entry::Value(statement));
+        self.add(statement.weight);
+        if let Some(old) = guard.insert(name, Entry::Value(statement)) {
+            self.sub(statement_weight(&old));
+        }
     }
 
     fn put_empty_statement(&self, name: &str) {
         let mut guard = self.statements.write().unwrap();
-        guard.insert(name.to_owned(), Entry::Empty);
+        if let Some(old) = guard.insert(name.to_owned(), Entry::Empty) {
+            self.sub(statement_weight(&old));
+        }
     }
 
     fn rm_statement(&self, name: &str) {
         let mut guard = self.statements.write().unwrap();
-        guard.remove(name);
+        if let Some(old) = guard.remove(name) {
+            self.sub(statement_weight(&old));
+        }
     }
 
     fn get_statement(&self, name: &str) -> Option<Entry<StoredStatement<Self::Statement>>> {
@@ -117,27 +152,40 @@ impl<S: Clone + Send + Sync + 'static> PortalStore for MemPortalStore<S> {
 
     fn put_portal(&self, portal: Arc<Portal<Self::Statement>>) {
         let mut guard = self.portals.write().unwrap();
-        guard.insert(portal.name.to_owned(), Entry::Value(portal));
+        self.add(portal.weight());
+        if let Some(old) = guard.insert(portal.name.to_owned(), Entry::Value(portal)) {
+            self.sub(portal_weight(&old));
+        }
     }
 
     fn put_empty_portal(&self, name: &str) {
         let mut guard = self.portals.write().unwrap();
-        guard.insert(name.to_owned(), Entry::Empty);
+        if let Some(old) = guard.insert(name.to_owned(), Entry::Empty) {
+            self.sub(portal_weight(&old));
+        }
     }
 
     fn rm_portal(&self, name: &str) {
         let mut guard = self.portals.write().unwrap();
-        guard.remove(name);
+        if let Some(old) = guard.remove(name) {
+            self.sub(portal_weight(&old));
+        }
     }
 
     fn clear_portals(&self) {
         let mut guard = self.portals.write().unwrap();
-        guard.clear();
+        for old in std::mem::take(&mut *guard).into_values() {
+            self.sub(portal_weight(&old));
+        }
     }
 
     fn get_portal(&self, name: &str) -> Option<Entry<Portal<Self::Statement>>> {
         let guard = self.portals.read().unwrap();
         guard.get(name).cloned()
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
