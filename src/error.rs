@@ -32,6 +32,23 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// pwritev2(RWF_ATOMIC) refused at run time (EOPNOTSUPP, EINVAL) under
+    /// `torn_page_protection = atomic`: the device or file system no
+    /// longer writes a page all or nothing (its atomic unit changed, the
+    /// stack under it was rebuilt, O_DIRECT alignment no longer met). No
+    /// page can be written untorn, so no checkpoint can complete: the
+    /// database stops rather than go on acknowledging commits whose WAL
+    /// it can never recycle. Every acknowledged commit is in the WAL; an
+    /// opening with `double_writes` recovers it (its page writes go
+    /// through the double-write area).
+    #[error("fatal: an atomic write of a {unit}-byte page was refused on {path} ({source}): this device or file system no longer writes a page all or nothing; the database stops. Reopen it with torn_page_protection = double_writes to recover (its recovery writes pages through the double-write area), or where atomic writes work")]
+    AtomicWriteRefused {
+        path: PathBuf,
+        unit: u32,
+        #[source]
+        source: std::io::Error,
+    },
+
     /// A previous fsync failure poisoned the file layer: no further writes
     /// or syncs are allowed in this process.
     #[error("fatal: the file layer is stopped after an earlier fsync failure on {path}")]
@@ -198,6 +215,20 @@ impl Error {
         }
     }
 
+    /// A failed pwritev2(RWF_ATOMIC) of `unit` bytes: a refusal of atomic
+    /// writes (EOPNOTSUPP, EINVAL) is `AtomicWriteRefused`, fatal; any
+    /// other error an ordinary I/O error (ENOSPC, EIO).
+    pub fn atomic_write(path: impl Into<PathBuf>, unit: u32, source: std::io::Error) -> Error {
+        match source.raw_os_error() {
+            Some(libc::EOPNOTSUPP | libc::EINVAL) => Error::AtomicWriteRefused {
+                path: path.into(),
+                unit,
+                source,
+            },
+            _ => Error::io(path, "pwritev2 (RWF_ATOMIC)", source),
+        }
+    }
+
     /// A corruption error naming the file and where in it.
     pub fn corruption(
         path: impl Into<PathBuf>,
@@ -215,7 +246,10 @@ impl Error {
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            Error::FsyncFailed { .. } | Error::Poisoned { .. } | Error::Stopped(_)
+            Error::FsyncFailed { .. }
+                | Error::Poisoned { .. }
+                | Error::Stopped(_)
+                | Error::AtomicWriteRefused { .. }
         )
     }
 

@@ -340,7 +340,13 @@ impl BufferPool {
                 .filter(|&(i, _)| ticket.in_place(i))
                 .map(|(_, c)| c)
                 .collect();
-            let written = self.write_runs(&in_place, who);
+            let written = self.write_runs(&in_place, who).inspect_err(|e| {
+                // An atomic write refused: no page can be written untorn
+                // any more, so nothing more is acknowledged.
+                if e.is_fatal() {
+                    self.poison();
+                }
+            });
             protection.after_in_place_writes(ticket, part);
             written?;
         }

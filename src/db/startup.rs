@@ -202,9 +202,13 @@ pub(super) fn open(
 /// `auto` resolved and `atomic` checked for the mode asked for, and
 /// whether the data files are opened atomic until a switch (under
 /// `atomic` in force). A database left under `atomic` on files that no
-/// longer take it (copied elsewhere) is refused, unless it was shut down
-/// cleanly and the opening switches away: its recovery then writes no
-/// page.
+/// longer take it (copied elsewhere, or refused at run time:
+/// `Error::AtomicWriteRefused`) opens when it switches to
+/// `double_writes` (its recovery's page writes go through the
+/// double-write area, and the pages on disk were written whole), or to
+/// any mode after a clean shutdown (its recovery writes no page); else it
+/// is refused: under `off` or `full_pages` a crash during its recovery
+/// could tear a page no image repairs.
 fn settle_protection(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -226,12 +230,14 @@ fn settle_protection(
     match atomic::check_files(fs, dir, &data_dir, s.page_size) {
         Ok(()) => Ok((options, true)),
         Err(why) => {
-            let leaving = options
-                .creation
-                .torn_page_protection
-                .is_some_and(|m| m != Atomic);
+            let to = options.creation.torn_page_protection;
+            let leaving = to.is_some_and(|m| m != Atomic);
             if leaving && control.state == DbState::ShutDown {
                 tracing::warn!(%why, "a database under atomic opened on files without atomic writes: shut down cleanly, so switching away is safe");
+                return Ok((options, false));
+            }
+            if to == Some(crate::settings::TornPageProtection::DoubleWrites) {
+                tracing::warn!(%why, "a database under atomic opened on files without atomic writes: recovering under double_writes, whose page writes go through the double-write area");
                 return Ok((options, false));
             }
             Err(crate::error::Error::Invalid(format!(
@@ -242,7 +248,7 @@ fn settle_protection(
                 if control.state == DbState::ShutDown {
                     ", or switch it to another mode (it was shut down cleanly)"
                 } else {
-                    ""
+                    ", or recover it with torn_page_protection = double_writes"
                 }
             )))
         }

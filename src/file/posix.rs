@@ -154,7 +154,7 @@ impl File for PosixFile {
         if let Some(unit) = self.atomic_unit {
             self.poison.check()?;
             super::direct::write_whole_units(&self.file, bufs, offset, unit)
-                .map_err(|e| Error::io(&self.path, "pwritev2 (RWF_ATOMIC)", e))?;
+                .map_err(|e| Error::atomic_write(&self.path, unit, e))?;
             let total: usize = bufs.iter().map(|b| b.len()).sum();
             self.stats.record(who, self.kind, IoOp::Write, total as u64);
             return Ok(());

@@ -220,7 +220,8 @@ fn a_database_under_atomic_on_files_without_it_opens_only_to_switch_after_a_clea
     assert_eq!(db.settings().torn_page_protection, P::DoubleWrites);
     rows_are(&db, 0..100, 1);
     db.close().unwrap();
-    // After a crash under atomic, recovery would write pages: refused.
+    // After a crash under atomic, recovery writes pages: refused under
+    // full_pages (no image repairs a page its recovery tears) ...
     sim.set_atomic_unit(Some(8192));
     let db = open(&sim, options(P::Atomic)).unwrap();
     let t = db.table("t").unwrap();
@@ -228,11 +229,58 @@ fn a_database_under_atomic_on_files_without_it_opens_only_to_switch_after_a_clea
     std::mem::forget(db);
     sim.process_crash();
     sim.set_atomic_unit(None);
-    let e = open(&sim, options(P::DoubleWrites)).err().expect("refused");
+    let e = open(&sim, options(P::FullPages)).err().expect("refused");
     assert!(
-        e.to_string().contains("open it where it was made") && !e.to_string().contains("or switch"),
+        e.to_string().contains("open it where it was made")
+            && e.to_string()
+                .contains("recover it with torn_page_protection = double_writes"),
         "{e}"
     );
-    sim.set_atomic_unit(Some(8192));
-    rows_are(&open(&sim, Options::default()).unwrap(), 0..100, 2);
+    // ... and recovered under double_writes, whose area protects them.
+    let db = open(&sim, options(P::DoubleWrites)).unwrap();
+    assert_eq!(db.settings().torn_page_protection, P::DoubleWrites);
+    rows_are(&db, 0..100, 2);
+}
+
+/// Issue 57, item 1 (the review's scenario): RWF_ATOMIC refused at run
+/// time (the device no longer writes a page-sized unit) was an ordinary
+/// I/O error: commits went on being acknowledged, no checkpoint or close
+/// completed, and the next opening was refused in every mode. Now the
+/// first refused page write stops the database with an error naming the
+/// unit and the file, nothing more is acknowledged, and an opening with
+/// `double_writes` recovers every acknowledged commit.
+#[test]
+fn atomic_writes_refused_at_run_time_stop_the_database_and_double_writes_recover_it() {
+    let sim = device(true);
+    let db = create(&sim, options(P::Atomic)).unwrap();
+    let t = db.create_table("t").unwrap();
+    commit_rows(&db, &t, 0..50, 1);
+    db.checkpoint().unwrap();
+    sim.set_atomic_unit(None);
+    // Commits write WAL only: acknowledged until a page is written.
+    commit_rows(&db, &t, 0..50, 2);
+    let e = db.checkpoint().unwrap_err();
+    assert!(
+        matches!(e, Error::AtomicWriteRefused { unit: 8192, .. }),
+        "{e}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("8192-byte page") && text.contains("/sim/db/data/"),
+        "{text}"
+    );
+    // Stopped: nothing more is acknowledged, close fails.
+    let late = (|| {
+        let mut tx = db.begin();
+        tx.upsert(&t, &key_u64(1), &[3; 300])?;
+        tx.commit().map(|_| ())
+    })();
+    assert!(late.unwrap_err().is_fatal());
+    assert!(db.close().is_err());
+    // Every acknowledged commit is recovered under double_writes.
+    let db = open(&sim, options(P::DoubleWrites)).unwrap();
+    rows_are(&db, 0..50, 2);
+    db.checkpoint().unwrap();
+    db.close().unwrap();
+    rows_are(&open(&sim, Options::default()).unwrap(), 0..50, 2);
 }

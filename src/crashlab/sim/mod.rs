@@ -442,8 +442,10 @@ impl SimFile {
     fn write_units(&self, bufs: &[&[u8]], offset: u64, unit: u32, who: Issuer) -> Result<()> {
         let data = bufs.concat();
         let u = u64::from(unit);
+        let refused =
+            |code| Error::atomic_write(&self.path, unit, std::io::Error::from_raw_os_error(code));
         if !offset.is_multiple_of(u) || !(data.len() as u64).is_multiple_of(u) {
-            return Err(os_error(&self.path, "pwritev2 (RWF_ATOMIC)", libc::EINVAL));
+            return Err(refused(libc::EINVAL));
         }
         let supported = self
             .shared
@@ -452,11 +454,7 @@ impl SimFile {
             .atomic_unit
             .is_some_and(|n| n >= unit);
         if !supported {
-            return Err(os_error(
-                &self.path,
-                "pwritev2 (RWF_ATOMIC)",
-                libc::EOPNOTSUPP,
-            ));
+            return Err(refused(libc::EOPNOTSUPP));
         }
         for (i, chunk) in data.chunks(unit as usize).enumerate() {
             let at = offset + i as u64 * u;
