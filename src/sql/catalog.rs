@@ -275,8 +275,23 @@ impl Catalog {
         name: &str,
         meta: Option<TableMeta>,
     ) -> Result<(), SqlError> {
-        let cat = db.table(CATALOG_TABLE).map_err(engine_err)?;
         let mut tx = db.begin();
+        self.write_rows(db, &mut tx, name, meta.as_ref().map(|m| &m.def))?;
+        tx.commit().map_err(engine_err)?;
+        self.install(name, meta.map(Arc::new));
+        Ok(())
+    }
+
+    /// Writes `name`'s catalog rows for `def` (`None`: deletes them) in
+    /// `tx`: its commit is the change's commit point.
+    pub fn write_rows(
+        &self,
+        db: &Database,
+        tx: &mut crate::txn::Transaction<'_>,
+        name: &str,
+        def: Option<&TableDef>,
+    ) -> Result<(), SqlError> {
+        let cat = db.table(CATALOG_TABLE).map_err(engine_err)?;
         // Every piece of the old definition goes; the new one's are written.
         let (from, to) = catalog_rows::later_pieces(name);
         let later = tx
@@ -285,9 +300,9 @@ impl Catalog {
         for (key, _) in later {
             tx.delete(&cat, &key).map_err(engine_err)?;
         }
-        match &meta {
-            Some(m) => {
-                let json = serde_json::to_vec(&m.def)
+        match def {
+            Some(def) => {
+                let json = serde_json::to_vec(def)
                     .map_err(|e| SqlError::new(codes::INTERNAL_ERROR, e.to_string()))?;
                 for (key, piece) in catalog_rows::rows_of(name, &json, db.max_row_len())? {
                     tx.upsert(&cat, &key, &piece).map_err(engine_err)?;
@@ -297,14 +312,17 @@ impl Catalog {
                 tx.delete(&cat, name.as_bytes()).map_err(engine_err)?;
             }
         }
-        tx.commit().map_err(engine_err)?;
+        Ok(())
+    }
+
+    /// The in-memory copy after a commit that wrote `name`'s rows.
+    pub fn install(&self, name: &str, meta: Option<Arc<TableMeta>>) {
         let mut tables = self.tables.write();
         match meta {
-            Some(m) => tables.insert(name.to_string(), Arc::new(m)),
+            Some(m) => tables.insert(name.to_string(), m),
             None => tables.remove(name),
         };
         self.version.fetch_add(1, SeqCst);
-        Ok(())
     }
 }
 

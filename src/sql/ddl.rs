@@ -1,7 +1,8 @@
-//! DDL: takes effect at once, even inside a transaction block (like
-//! MySQL's implicit commit; a ROLLBACK does not undo it). Each statement
-//! writes new engine tables, then switches the catalog row (its commit
-//! point), then drops the tables it replaced.
+//! DDL: outside a block each statement takes effect at once: it writes
+//! new engine tables, then switches the catalog row (its commit point),
+//! then drops the tables it replaced. In a block DROP TABLE and TRUNCATE
+//! are the block's (`session_ddl`); CREATE TABLE, CREATE INDEX and ALTER
+//! TABLE still take effect at once (a ROLLBACK does not undo them).
 
 use super::catalog::{Catalog, ColumnDef, IndexDef, KeyColumns, TableDef, TableMeta};
 use super::engine_err;
@@ -42,7 +43,7 @@ pub fn drop_table(db: &Database, cat: &Catalog, name: &str) -> Result<(), SqlErr
     Ok(())
 }
 
-fn drop_engine_tables(db: &Database, def: &TableDef) {
+pub(super) fn drop_engine_tables(db: &Database, def: &TableDef) {
     for t in std::iter::once(&def.engine_table).chain(def.indexes.iter().map(|i| &i.engine_table)) {
         // A failure leaves an orphan that the next opening drops.
         if let Err(e) = db.drop_table(t) {
@@ -52,7 +53,11 @@ fn drop_engine_tables(db: &Database, def: &TableDef) {
 }
 
 /// Writes `def` with new, empty engine tables for its rows and indexes.
-fn fresh_tables(db: &Database, cat: &Catalog, mut def: TableDef) -> Result<TableDef, SqlError> {
+pub(super) fn fresh_tables(
+    db: &Database,
+    cat: &Catalog,
+    mut def: TableDef,
+) -> Result<TableDef, SqlError> {
     def.engine_table = cat.engine_name(&format!("t.{}", def.name));
     db.create_table(&def.engine_table).map_err(engine_err)?;
     for i in &mut def.indexes {

@@ -47,6 +47,7 @@ mod script;
 mod session;
 mod session_copy;
 mod session_cursor;
+mod session_ddl;
 mod sort;
 mod source;
 #[cfg(test)]
@@ -55,6 +56,8 @@ mod tests;
 mod tests_bulk;
 #[cfg(test)]
 mod tests_concurrent;
+#[cfg(test)]
+mod tests_ddl;
 #[cfg(test)]
 mod tests_keys;
 #[cfg(test)]

@@ -32,7 +32,7 @@ pub struct SqlEngine {
     pub(crate) db: Arc<Database>,
     pub(super) catalog: Catalog,
     /// DDL statements run one at a time.
-    ddl: Mutex<()>,
+    pub(super) ddl: Mutex<()>,
     limits: Limits,
     /// The text all sessions parse at once (`budget`).
     pub(super) budget: Arc<ParseBudget>,
@@ -101,6 +101,7 @@ impl SqlEngine {
             memory: ConnectionMemory::new(&self.memory, self.limits.max_connection_memory),
             cursors: Vec::new(),
             next_cursor: 0,
+            block_ddl: Default::default(),
             script: None,
         }
     }
@@ -147,6 +148,8 @@ pub struct Session {
     /// Open results (`cursor`), by id; the block's end closes them.
     pub(super) cursors: Vec<(u64, Cursor)>,
     pub(super) next_cursor: u64,
+    /// What the block's DROP and TRUNCATE changed (`session_ddl`).
+    pub(super) block_ddl: super::session_ddl::BlockDdl,
     /// A Query message's statements not run yet (`query`).
     pub(super) script: Option<super::script::PendingScript>,
 }
@@ -181,16 +184,19 @@ impl Session {
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Failed => {
                 self.end_settings(false);
+                self.block_ddl_aborted();
                 Ok("ROLLBACK")
             }
             State::Idle => Ok("COMMIT"),
             State::Block(tx) => match tx.map(|t| t.commit().map_err(engine_err)).transpose() {
                 Ok(_) => {
                     self.end_settings(true);
+                    self.block_ddl_committed();
                     Ok("COMMIT")
                 }
                 Err(e) => {
                     self.end_settings(false);
+                    self.block_ddl_aborted();
                     Err(e)
                 }
             },
@@ -273,6 +279,7 @@ impl Session {
                 t.abort();
             }
             self.state = State::Failed;
+            self.block_ddl_aborted();
         }
     }
 
@@ -380,6 +387,7 @@ impl Session {
                 if let State::Block(Some(t)) = std::mem::replace(&mut self.state, State::Idle) {
                     t.abort();
                 }
+                self.block_ddl_aborted();
                 self.end_settings(false);
                 cmd("ROLLBACK")
             }
@@ -403,24 +411,37 @@ impl Session {
                 cmd("CREATE TABLE")
             }
             Plan::DropTables { names, if_exists } => {
-                let present: Vec<String> =
-                    names.iter().filter(|n| cat.exists(n)).cloned().collect();
-                let _held = self.hold_whole(&present, &stop)?;
-                let _g = eng.ddl.lock();
-                for n in names {
-                    if !cat.exists(n) && *if_exists {
-                        continue;
+                let present: Vec<String> = names
+                    .iter()
+                    .filter(|n| self.table_exists(n))
+                    .cloned()
+                    .collect();
+                if !if_exists {
+                    if let Some(n) = names.iter().find(|n| !self.table_exists(n)) {
+                        self.table(n)?;
                     }
+                }
+                let held = self.hold_whole(&present, &stop)?;
+                if self.in_block() {
+                    self.drop_in_block(&present, held)?;
+                    return cmd("DROP TABLE");
+                }
+                let _g = eng.ddl.lock();
+                for n in &present {
                     ddl::drop_table(db, cat, n)?;
                 }
                 cmd("DROP TABLE")
             }
             Plan::Truncate(names) => {
-                let _held = self.hold_whole(names, &stop)?;
-                let _g = eng.ddl.lock();
                 for n in names {
-                    cat.get(n)?;
+                    self.table(n)?;
                 }
+                let held = self.hold_whole(names, &stop)?;
+                if self.in_block() {
+                    self.truncate_in_block(names, held)?;
+                    return cmd("TRUNCATE TABLE");
+                }
+                let _g = eng.ddl.lock();
                 for n in names {
                     ddl::truncate(db, cat, n)?;
                 }
@@ -441,7 +462,7 @@ impl Session {
                 cmd("ALTER TABLE")
             }
             Plan::Copy { table, targets } => {
-                let meta = cat.get(table)?;
+                let meta = self.table(table)?;
                 self.copy = Some(CopyState {
                     meta,
                     targets: targets.clone(),
@@ -459,7 +480,7 @@ impl Session {
                 targets,
                 source: InsertSource::Series { from, to, exprs },
             } => {
-                let meta = cat.get(table)?;
+                let meta = self.table(table)?;
                 let (Some(a), Some(b)) =
                     (as_int(&from.eval(&[], &cx)?)?, as_int(&to.eval(&[], &cx)?)?)
                 else {
@@ -487,7 +508,7 @@ impl Session {
                 targets,
                 source: InsertSource::Values(rows),
             } => {
-                let meta = cat.get(table)?;
+                let meta = self.table(table)?;
                 self.with_tx(&stop, |tx| {
                     let mut sink = Sink::Tx(tx);
                     for r in rows {
@@ -509,7 +530,7 @@ impl Session {
                 filter,
                 access,
             } => {
-                let meta = cat.get(table)?;
+                let meta = self.table(table)?;
                 let n = self.with_tx(&stop, |tx| {
                     exec::update(tx, &meta, sets, filter.as_ref(), access, &cx)
                 })?;
@@ -520,14 +541,14 @@ impl Session {
                 filter,
                 access,
             } => {
-                let meta = cat.get(table)?;
+                let meta = self.table(table)?;
                 let n = self.with_tx(&stop, |tx| {
                     exec::delete(tx, &meta, filter.as_ref(), access, &cx)
                 })?;
                 cmd(&format!("DELETE {n}"))
             }
             Plan::Select(s) => {
-                let meta = s.table.as_ref().map(|t| cat.get(t)).transpose()?;
+                let meta = s.table.as_ref().map(|t| self.table(t)).transpose()?;
                 let cursor = Cursor::open(stmt.clone(), params.clone(), meta, &cx)?;
                 Ok(self.open_cursor(cursor, stmt.planned.columns.clone()))
             }
@@ -545,10 +566,9 @@ impl Session {
         names: &[String],
         stop: &Stop<'_>,
     ) -> Result<crate::db::TableLocks, SqlError> {
-        let cat = &self.engine.catalog;
         let mut tables = Vec::new();
         for n in names {
-            let meta = cat.get(n)?;
+            let meta = self.table(n)?;
             tables.push(meta.rows.clone());
             tables.extend(meta.indexes.iter().cloned());
         }
