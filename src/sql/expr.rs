@@ -1,10 +1,12 @@
 //! Expressions: converted from the parser's AST against a table's
 //! columns, typed (which also infers parameter types), and evaluated.
 
+use super::in_set::InSet;
 use super::interrupt::Watch;
 use super::limits::Limits;
 use super::types::{codes, SqlError, SqlType, Value};
 use sqlparser::ast::{self, BinaryOperator as B, UnaryOperator as U};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arith {
@@ -40,6 +42,8 @@ pub enum Expr {
     Between(Box<Expr>, Box<Expr>, Box<Expr>, bool),
     /// `x [NOT] IN (a, b, ...)`.
     InList(Box<Expr>, Vec<Expr>, bool),
+    /// `x [NOT] IN (...)` over many constants, as a set (`in_set`).
+    InSet(Box<Expr>, Arc<InSet>, bool),
     Now,
 }
 
@@ -100,6 +104,19 @@ impl Scope<'_> {
         Ok(n - 1)
     }
 
+    /// `x IN (list)`'s: a parameter takes the first member's type known.
+    fn type_of_in(&mut self, x: &Expr, list: &[Expr]) -> SqlType {
+        let mut t = self.type_of(x, SqlType::Unknown);
+        for e in list {
+            let te = self.type_of(e, t);
+            if t == SqlType::Unknown {
+                t = te;
+            }
+        }
+        self.type_of(x, t);
+        SqlType::Bool
+    }
+
     /// The type of `e`; a parameter still unknown takes `hint`.
     pub fn type_of(&mut self, e: &Expr, hint: SqlType) -> SqlType {
         match e {
@@ -130,17 +147,8 @@ impl Scope<'_> {
                 self.type_of(hi, t);
                 SqlType::Bool
             }
-            Expr::InList(x, list, _) => {
-                let mut t = self.type_of(x, SqlType::Unknown);
-                for e in list {
-                    let te = self.type_of(e, t);
-                    if t == SqlType::Unknown {
-                        t = te;
-                    }
-                }
-                self.type_of(x, t);
-                SqlType::Bool
-            }
+            Expr::InList(x, list, _) => self.type_of_in(x, list),
+            Expr::InSet(x, set, _) => self.type_of_in(x, &set.members),
             Expr::And(a, b) | Expr::Or(a, b) => {
                 self.type_of(a, SqlType::Bool);
                 self.type_of(b, SqlType::Bool);
@@ -263,13 +271,17 @@ impl Scope<'_> {
                 expr,
                 list,
                 negated,
-            } if !list.is_empty() => Expr::InList(
-                Box::new(inner(self, expr)?),
-                list.iter()
+            } if !list.is_empty() => {
+                let x = Box::new(inner(self, expr)?);
+                let list: Vec<Expr> = list
+                    .iter()
                     .map(|e| inner(self, e))
-                    .collect::<Result<_, _>>()?,
-                *negated,
-            ),
+                    .collect::<Result<_, _>>()?;
+                match InSet::build(&list) {
+                    Some(set) => Expr::InSet(x, Arc::new(set), *negated),
+                    None => Expr::InList(x, list, *negated),
+                }
+            }
             ast::Expr::IsNull(a) => Expr::IsNull(Box::new(inner(self, a)?), false),
             ast::Expr::IsNotNull(a) => Expr::IsNull(Box::new(inner(self, a)?), true),
             ast::Expr::Function(f) => {
@@ -360,6 +372,35 @@ pub fn compare(a: &Value, b: &Value) -> Result<std::cmp::Ordering, SqlError> {
     })
 }
 
+/// `x IN (list)` compared one member at a time, in order: SQL's three
+/// values, true on a match, else NULL when x or any member is NULL, else
+/// false.
+fn in_list(
+    x: &Value,
+    list: &[Expr],
+    row: &[Value],
+    cx: &Ctx<'_>,
+) -> Result<Option<bool>, SqlError> {
+    let mut found = if *x == Value::Null { None } else { Some(false) };
+    for e in list {
+        let v = e.eval(row, cx)?;
+        if v == Value::Null {
+            found = None;
+        } else if *x != Value::Null && compare(x, &v)?.is_eq() {
+            return Ok(Some(true));
+        }
+    }
+    Ok(found)
+}
+
+/// An IN's answer, negated for NOT IN.
+fn not_if(found: Option<bool>, negated: bool) -> Value {
+    match found {
+        Some(b) => Value::Bool(b != negated),
+        None => Value::Null,
+    }
+}
+
 fn truth(v: &Value) -> Result<Option<bool>, SqlError> {
     match v {
         Value::Null => Ok(None),
@@ -424,23 +465,16 @@ impl Expr {
                 }
             }
             Expr::InList(x, list, negated) => {
-                // SQL's three values: true on a match, else NULL when x or
-                // any member is NULL, else false; NOT IN negates that.
                 let x = x.eval(row, cx)?;
-                let mut found = if x == Value::Null { None } else { Some(false) };
-                for e in list {
-                    let v = e.eval(row, cx)?;
-                    if v == Value::Null {
-                        found = None;
-                    } else if x != Value::Null && compare(&x, &v)?.is_eq() {
-                        found = Some(true);
-                        break;
-                    }
-                }
-                match found {
-                    Some(b) => Value::Bool(b != *negated),
-                    None => Value::Null,
-                }
+                not_if(in_list(&x, list, row, cx)?, *negated)
+            }
+            Expr::InSet(x, set, negated) => {
+                let x = x.eval(row, cx)?;
+                let found = match set.lookup(&x) {
+                    Some(found) => found,
+                    None => in_list(&x, &set.members, row, cx)?,
+                };
+                not_if(found, *negated)
             }
             Expr::And(a, b) => match (truth(&a.eval(row, cx)?)?, truth(&b.eval(row, cx)?)?) {
                 (Some(false), _) | (_, Some(false)) => Value::Bool(false),
@@ -476,6 +510,8 @@ impl Expr {
             }
             Expr::Between(a, b, c, _) => a.is_constant() && b.is_constant() && c.is_constant(),
             Expr::InList(x, list, _) => x.is_constant() && list.iter().all(Expr::is_constant),
+            // Its members are literals.
+            Expr::InSet(x, ..) => x.is_constant(),
         }
     }
 }

@@ -34,6 +34,7 @@ mod ddl;
 mod exec;
 mod expr;
 mod implicit;
+mod in_set;
 pub mod interrupt;
 pub mod limits;
 mod memory;

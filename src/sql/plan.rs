@@ -227,6 +227,7 @@ pub fn choose_access(filter: Option<&Expr>, pk: &[usize], indexes: &[&[usize]]) 
             {
                 Some(list)
             }
+            Expr::InSet(x, set, false) if is_column(x, last) => Some(&set.members),
             _ => None,
         });
         if let Some(list) = list {
