@@ -227,7 +227,7 @@ fn hostile_connection(port: u16, sort: bool, columns: usize, all: &std::sync::Ba
 /// Before, each SELECT built its whole result first (three connections
 /// reading 2M rows took 3.3 GB) and portals were bounded by nothing; now
 /// rows stream, sorts spill past work_mem, a connection keeps at most
-/// max_connection_memory (64 MB), and RSS stays under 1 GiB. The default
+/// max_connection_memory (16 MB), and RSS stays under 1 GiB. The default
 /// (400,000 rows, 5,000 columns) runs in seconds; the bound's own figures
 /// run with UNTORN_RSS_ROWS=2000000 UNTORN_RSS_COLUMNS=500000 (docs/
 /// RELIABILITY.md).

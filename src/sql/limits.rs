@@ -79,9 +79,10 @@ impl Default for Limits {
             max_result_rows: 10_000_000,
             // PostgreSQL's default.
             work_mem: 4 << 20,
-            // Eight sorts in memory at once, or 32 MB of parameters: ten
-            // connections at their limit take under 1 GB (RELIABILITY.md).
-            max_connection_memory: 32 << 20,
+            // Four sorts in memory at once, or 16 MB of parameters: ten
+            // connections at their limit, each with the longest text
+            // parsing, take under 1 GB (RELIABILITY.md).
+            max_connection_memory: 16 << 20,
             // With max_connections' 100 connections, a quarter of them at
             // their limit.
             max_server_memory: 1600 << 20,

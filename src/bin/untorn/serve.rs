@@ -64,7 +64,7 @@ pub struct ServeArgs {
     /// The most memory one connection keeps between messages (prepared
     /// statements, portals and their parameters, sorts in memory); more
     /// is SQLSTATE 53200.
-    #[arg(long, value_parser = parse_size, default_value = "32MB")]
+    #[arg(long, value_parser = parse_size, default_value = "16MB")]
     max_connection_memory: u64,
     /// The most memory all connections keep together; more is SQLSTATE
     /// 53200.
