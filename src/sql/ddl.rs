@@ -199,3 +199,18 @@ pub fn create_index(
     let meta = Catalog::meta(db, def, Some(old.next_id.clone()))?;
     cat.store(db, table, Some(meta))
 }
+
+/// What a block's DROP and TRUNCATE statements changed, until it ends
+/// (`session_ddl`).
+#[derive(Default)]
+pub struct BlockDdl {
+    /// This session's view of the tables the block dropped (`None`) or
+    /// truncated (their new engine tables).
+    pub(super) view: std::collections::HashMap<String, Option<Arc<TableMeta>>>,
+    /// Definitions of engine tables the block made (TRUNCATE's).
+    pub(super) made: Vec<TableDef>,
+    /// Committed definitions the block dropped or replaced.
+    pub(super) replaced: Vec<TableDef>,
+    /// The tables held whole until the block ends.
+    pub(super) locks: Vec<crate::db::TableLocks>,
+}

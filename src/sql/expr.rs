@@ -43,7 +43,7 @@ pub enum Expr {
     /// `x [NOT] IN (a, b, ...)`.
     InList(Box<Expr>, Vec<Expr>, bool),
     /// `x [NOT] IN (...)` over many constants, as a set (`in_set`).
-    InSet(Box<Expr>, Arc<InSet>, bool),
+    InSet(Box<Expr>, Vec<Expr>, Arc<InSet>, bool),
     Now,
 }
 
@@ -148,7 +148,7 @@ impl Scope<'_> {
                 SqlType::Bool
             }
             Expr::InList(x, list, _) => self.type_of_in(x, list),
-            Expr::InSet(x, set, _) => self.type_of_in(x, &set.members),
+            Expr::InSet(x, list, ..) => self.type_of_in(x, list),
             Expr::And(a, b) | Expr::Or(a, b) => {
                 self.type_of(a, SqlType::Bool);
                 self.type_of(b, SqlType::Bool);
@@ -277,8 +277,12 @@ impl Scope<'_> {
                     .iter()
                     .map(|e| inner(self, e))
                     .collect::<Result<_, _>>()?;
-                match InSet::build(&list) {
-                    Some(set) => Expr::InSet(x, Arc::new(set), *negated),
+                let literals = list.iter().map(|e| match e {
+                    Expr::Const(v, _) => Some(v),
+                    _ => None,
+                });
+                match InSet::build(literals) {
+                    Some(set) => Expr::InSet(x, list, Arc::new(set), *negated),
                     None => Expr::InList(x, list, *negated),
                 }
             }
@@ -468,11 +472,11 @@ impl Expr {
                 let x = x.eval(row, cx)?;
                 not_if(in_list(&x, list, row, cx)?, *negated)
             }
-            Expr::InSet(x, set, negated) => {
+            Expr::InSet(x, list, set, negated) => {
                 let x = x.eval(row, cx)?;
                 let found = match set.lookup(&x) {
                     Some(found) => found,
-                    None => in_list(&x, &set.members, row, cx)?,
+                    None => in_list(&x, list, row, cx)?,
                 };
                 not_if(found, *negated)
             }

@@ -13,7 +13,6 @@
 //! - The answer is SQL's: true on a match, else NULL when the value or
 //!   any member is NULL, else false.
 
-use super::expr::Expr;
 use super::types::Value;
 use std::collections::HashSet;
 
@@ -29,26 +28,25 @@ enum Keys {
 
 #[derive(Debug)]
 pub struct InSet {
-    /// The list as written (for access paths and the one-by-one case).
-    pub members: Vec<Expr>,
     keys: Keys,
     has_null: bool,
 }
 
 impl InSet {
-    /// The set of `members`, if the rules make one.
-    pub fn build(members: &[Expr]) -> Option<InSet> {
+    /// The set of a list's members, if the rules make one: `None` for a
+    /// member that is not a literal.
+    pub fn build<'a>(members: impl ExactSizeIterator<Item = Option<&'a Value>>) -> Option<InSet> {
         if members.len() < MIN_MEMBERS {
             return None;
         }
         let (mut ints, mut texts, mut has_null) = (HashSet::new(), HashSet::new(), false);
         for m in members {
-            match m {
-                Expr::Const(Value::Null, _) => has_null = true,
-                Expr::Const(Value::Int(x), _) => {
+            match m? {
+                Value::Null => has_null = true,
+                Value::Int(x) => {
                     ints.insert(*x);
                 }
-                Expr::Const(Value::Text(s), _) => {
+                Value::Text(s) => {
                     texts.insert(s.trim_end_matches(' ').to_string());
                 }
                 _ => return None,
@@ -59,11 +57,7 @@ impl InSet {
             (true, false) => Keys::Texts(texts),
             _ => return None,
         };
-        Some(InSet {
-            members: members.to_vec(),
-            keys,
-            has_null,
-        })
+        Some(InSet { keys, has_null })
     }
 
     /// The answer for `x` (`Some(None)`: NULL), or `None` where `x` must
@@ -86,35 +80,38 @@ impl InSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::types::SqlType;
 
-    fn c(v: Value) -> Expr {
-        Expr::Const(v, SqlType::Unknown)
+    fn c(v: Value) -> Option<Value> {
+        Some(v)
+    }
+
+    fn set(members: &[Option<Value>]) -> Option<InSet> {
+        InSet::build(members.iter().map(Option::as_ref))
     }
 
     #[test]
     fn a_set_answers_as_comparing_one_by_one_for_its_kind_only() {
-        let ints: Vec<Expr> = (0..10).map(|i| c(Value::Int(i * 3))).collect();
-        assert!(InSet::build(&ints[..7]).is_none(), "short lists stay lists");
-        let s = InSet::build(&ints).unwrap();
+        let ints: Vec<Option<Value>> = (0..10).map(|i| c(Value::Int(i * 3))).collect();
+        assert!(set(&ints[..7]).is_none(), "short lists stay lists");
+        let s = set(&ints).unwrap();
         assert_eq!(s.lookup(&Value::Int(27)), Some(Some(true)));
         assert_eq!(s.lookup(&Value::Int(28)), Some(Some(false)));
         assert_eq!(s.lookup(&Value::Null), Some(None));
         assert_eq!(s.lookup(&Value::Text("27".into())), None);
         let mut with_null = ints.clone();
         with_null.push(c(Value::Null));
-        let s = InSet::build(&with_null).unwrap();
+        let s = set(&with_null).unwrap();
         assert_eq!(s.lookup(&Value::Int(28)), Some(None));
         assert_eq!(s.lookup(&Value::Int(3)), Some(Some(true)));
-        let texts: Vec<Expr> = (0..9).map(|i| c(Value::Text(format!("t{i}  ")))).collect();
-        let s = InSet::build(&texts).unwrap();
+        let texts: Vec<Option<Value>> = (0..9).map(|i| c(Value::Text(format!("t{i}  ")))).collect();
+        let s = set(&texts).unwrap();
         assert_eq!(s.lookup(&Value::Text("t4".into())), Some(Some(true)));
         assert_eq!(s.lookup(&Value::Int(4)), None);
         let mut mixed = texts.clone();
         mixed.push(c(Value::Int(1)));
-        assert!(InSet::build(&mixed).is_none());
+        assert!(set(&mixed).is_none());
         let mut param = ints.clone();
-        param.push(Expr::Param(0));
-        assert!(InSet::build(&param).is_none());
+        param.push(None);
+        assert!(set(&param).is_none());
     }
 }

@@ -227,7 +227,7 @@ pub fn choose_access(filter: Option<&Expr>, pk: &[usize], indexes: &[&[usize]]) 
             {
                 Some(list)
             }
-            Expr::InSet(x, set, false) if is_column(x, last) => Some(&set.members),
+            Expr::InSet(x, list, _, false) if is_column(x, last) => Some(list),
             _ => None,
         });
         if let Some(list) = list {

@@ -149,7 +149,7 @@ pub struct Session {
     pub(super) cursors: Vec<(u64, Cursor)>,
     pub(super) next_cursor: u64,
     /// What the block's DROP and TRUNCATE changed (`session_ddl`).
-    pub(super) block_ddl: super::session_ddl::BlockDdl,
+    pub(super) block_ddl: ddl::BlockDdl,
     /// A Query message's statements not run yet (`query`).
     pub(super) script: Option<super::script::PendingScript>,
 }

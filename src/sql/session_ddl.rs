@@ -26,22 +26,7 @@ use super::ddl;
 use super::session::{Session, State};
 use super::types::{codes, SqlError};
 use crate::db::TableLocks;
-use std::collections::HashMap;
 use std::sync::Arc;
-
-/// What a block's DROP and TRUNCATE statements changed, until it ends.
-#[derive(Default)]
-pub struct BlockDdl {
-    /// This session's view of the tables the block dropped (`None`) or
-    /// truncated (their new engine tables).
-    view: HashMap<String, Option<Arc<TableMeta>>>,
-    /// Definitions of engine tables the block made (TRUNCATE's).
-    made: Vec<TableDef>,
-    /// Committed definitions the block dropped or replaced.
-    replaced: Vec<TableDef>,
-    /// The tables held whole until the block ends.
-    locks: Vec<TableLocks>,
-}
 
 fn undefined(name: &str) -> SqlError {
     SqlError::new(
