@@ -22,6 +22,7 @@
 
 use super::catalog::TableMeta;
 use super::expr::{as_int, compare, Ctx};
+use super::interrupt::Watch;
 use super::memory::ConnectionMemory;
 use super::parse::Prepared;
 use super::plan::{Item, Plan, Select};
@@ -65,6 +66,7 @@ pub struct FetchEnv<'a> {
     pub db: &'a Database,
     pub memory: &'a Arc<ConnectionMemory>,
     pub work_mem: usize,
+    pub max_rows: usize,
 }
 
 impl Cursor {
@@ -103,14 +105,6 @@ impl Cursor {
         })
     }
 
-    pub fn params(&self) -> &[Value] {
-        &self.params
-    }
-
-    pub fn now(&self) -> i64 {
-        self.now
-    }
-
     /// Rows returned so far (the `SELECT n` tag once done).
     pub fn produced(&self) -> usize {
         self.produced
@@ -120,16 +114,21 @@ impl Cursor {
         matches!(self.stage, Stage::Done)
     }
 
-    /// Up to `max` more rows (at least one unless done). `cx` must carry
-    /// this cursor's parameters and timestamp (`params`, `now`).
+    /// Up to `max` more rows (at least one unless done), under `watch`.
     pub fn fetch(
         &mut self,
         tx: &mut Tx,
         env: &FetchEnv<'_>,
-        cx: &Ctx<'_>,
+        watch: &Watch<'_>,
         max: usize,
     ) -> Result<Vec<Vec<Value>>, SqlError> {
         let max = max.max(1);
+        let cx = &Ctx {
+            params: &self.params,
+            now: self.now,
+            watch,
+            max_rows: env.max_rows,
+        };
         let stmt = self.stmt.clone();
         let s = select_of(&stmt);
         if matches!(self.stage, Stage::Start) {

@@ -4,7 +4,6 @@
 
 use super::cursor::{Cursor, FetchEnv};
 use super::exec::too_many_rows;
-use super::expr::Ctx;
 use super::session::{Session, State};
 use super::types::{codes, Column, Outcome, SqlError, Value};
 
@@ -62,6 +61,7 @@ impl Session {
             db: &engine.db,
             memory: &self.memory,
             work_mem: engine.limits().work_mem,
+            max_rows: engine.limits().max_result_rows,
         };
         let cursor = &mut self.cursors[at].1;
         let mut own = cursor.own.take();
@@ -71,18 +71,13 @@ impl Session {
             _ => unreachable!("a cursor without a transaction of its own is in a block's"),
         };
         tx.set_stop(Some(stop));
-        let params = cursor.params().to_vec();
-        let cx = Ctx {
-            params: &params,
-            now: cursor.now(),
-            watch: &watch,
-            max_rows: engine.limits().max_result_rows,
-        };
-        let rows = cursor.fetch(tx, &env, &cx, max).map_err(|e| match e.code {
-            // A wait the interrupt ended fails as the statement's check does.
-            codes::QUERY_CANCELED => watch.check().err().unwrap_or(e),
-            _ => e,
-        });
+        let rows = cursor
+            .fetch(tx, &env, &watch, max)
+            .map_err(|e| match e.code {
+                // A wait the interrupt ended fails as the statement's check does.
+                codes::QUERY_CANCELED => watch.check().err().unwrap_or(e),
+                _ => e,
+            });
         cursor.own = own;
         let rows = rows?;
         if !cursor.done() {
