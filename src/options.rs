@@ -109,6 +109,16 @@ pub struct Options {
     /// (sync_file_range), so the fsync finds little left and the WAL's
     /// fsyncs do not queue behind a cycle's slots at once.
     pub double_write_flush_after: u32,
+    /// `max_files_per_process` (default 1000, PostgreSQL's): the most data
+    /// segment files open at once; past it the least recently used are
+    /// closed (fsynced first where written) and open again when used.
+    /// Fewer where RLIMIT_NOFILE leaves fewer descriptors free after
+    /// `reserved_file_descriptors`; at least 8.
+    pub max_files_per_process: usize,
+    /// Descriptors kept out of `max_files_per_process`'s reach for WAL
+    /// segments, double-write, spill and temporary files, and a server's
+    /// sockets (default 48; `untorn serve` adds two per connection).
+    pub reserved_file_descriptors: usize,
     /// The clock the engine paces work by (real time; tests use a manual one).
     pub clock: Clock,
 }
@@ -140,6 +150,8 @@ impl Default for Options {
             double_write_keep_deferred: true,
             double_write_deferred_size: 0,
             double_write_flush_after: 128,
+            max_files_per_process: 1000,
+            reserved_file_descriptors: 48,
             clock: Clock::real(),
         }
     }
@@ -180,6 +192,13 @@ impl Options {
             return invalid(
                 "double_write_flush_after",
                 format!("{} pages is more than 65536", self.double_write_flush_after),
+            );
+        }
+        let min_files = crate::file::open_files::MIN_OPEN_DATA_FILES;
+        if self.max_files_per_process < min_files {
+            return invalid(
+                "max_files_per_process",
+                format!("{} is below {min_files}", self.max_files_per_process),
             );
         }
         let delay = self.bgwriter_delay;

@@ -2,6 +2,7 @@
 
 use super::{BufferPool, PageId};
 use crate::error::Result;
+use crate::file::open_files::OpenFileLimit;
 use crate::file::segmented::SegmentedFile;
 use crate::file::{FileKind, FileSystem, Issuer};
 use crate::settings::CreationSettings;
@@ -23,6 +24,8 @@ pub struct DataFiles {
     /// The atomic write unit every segment is opened with (0: none; the
     /// page size under `torn_page_protection = atomic`).
     atomic_unit: Arc<AtomicU32>,
+    /// The bound on segments open at once, shared by every file.
+    open_files: Arc<OpenFileLimit>,
 }
 
 impl DataFiles {
@@ -34,7 +37,20 @@ impl DataFiles {
             pages_per_segment: settings.pages_per_data_segment(),
             files: RwLock::new(HashMap::new()),
             atomic_unit: Arc::default(),
+            open_files: OpenFileLimit::unlimited(),
         }
+    }
+
+    /// At most `limit` data segments open at once (`max_files_per_process`):
+    /// past it the least recently used close, to open again when used.
+    pub fn with_open_file_limit(mut self, limit: usize) -> DataFiles {
+        self.open_files = OpenFileLimit::new(limit);
+        self
+    }
+
+    /// The bound on open segments, and how many are open.
+    pub fn open_files(&self) -> &OpenFileLimit {
+        &self.open_files
     }
 
     /// Opens every data file from now on with (`true`) or without atomic
@@ -65,14 +81,15 @@ impl DataFiles {
         }
         let mut files = self.files.write();
         let f = files.entry(file_id).or_insert_with(|| {
-            Arc::new(SegmentedFile::new(
+            SegmentedFile::new(
                 self.fs.clone(),
                 &self.dir,
                 file_id,
                 self.page_size,
                 self.pages_per_segment,
                 self.atomic_unit.clone(),
-            ))
+                self.open_files.clone(),
+            )
         });
         Ok(f.clone())
     }

@@ -97,7 +97,12 @@ pub(super) fn open(
         scan.prev_record,
     )?;
     let wal = Arc::new(wal.with_image_compression(options.wal_compression.into()));
-    let files = Arc::new(DataFiles::new(fs.clone(), &dir.join(DATA_DIR), &settings));
+    let open_files = crate::file::open_files::data_file_budget(
+        options.max_files_per_process,
+        options.reserved_file_descriptors,
+    )?;
+    let files = DataFiles::new(fs.clone(), &dir.join(DATA_DIR), &settings);
+    let files = Arc::new(files.with_open_file_limit(open_files));
     files.set_atomic_page_writes(atomic_files, Issuer::Recovery)?;
     // 6. The area's copies go in before redo reads any page; the WAL's end
     // is already known from step 3's scan. Only then may the write path

@@ -23,6 +23,7 @@ pub mod atomic;
 mod direct;
 mod io_stats;
 pub mod lock;
+pub mod open_files;
 pub mod overlay;
 pub mod posix;
 pub mod sector;

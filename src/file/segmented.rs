@@ -2,11 +2,12 @@
 //! lives in `data/N`, `data/N.1`, `data/N.2`, ... each `data_segment_size`
 //! bytes (default 1 GB). Block numbers are file-wide.
 
+use super::open_files::{OpenFileLimit, SegmentAge};
 use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::error::{Error, Result};
 use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The on-disk name of segment `segment` of data file `file_id`.
@@ -39,6 +40,16 @@ pub enum PageRead {
     Short { bytes: usize },
 }
 
+/// A segment's open file, and what its closing needs to know.
+pub(super) struct OpenSegment {
+    file: Arc<dyn File>,
+    /// [`OpenFileLimit`]'s clock at its latest use.
+    last_use: AtomicU64,
+    /// Set before every write through it, cleared before every fsync of
+    /// it: set, the segment may hold writes no fsync covered.
+    dirty: AtomicBool,
+}
+
 /// One data file made of segments.
 pub struct SegmentedFile {
     fs: Arc<dyn FileSystem>,
@@ -46,8 +57,12 @@ pub struct SegmentedFile {
     file_id: u32,
     page_size: usize,
     pages_per_segment: u64,
-    /// Opened segments, by number; `None` where not opened yet.
-    segments: RwLock<Vec<Option<Arc<dyn File>>>>,
+    /// Opened segments, by number; `None` where not opened yet, or
+    /// closed to stay under `open_files`.
+    segments: RwLock<Vec<Option<Arc<OpenSegment>>>>,
+    /// The bound on open segments this file shares with every data file
+    /// of its database.
+    open_files: Arc<OpenFileLimit>,
     /// The atomic write unit segments are opened with (0: none), shared by
     /// every data file of a database (`torn_page_protection = atomic`).
     atomic_unit: Arc<AtomicU32>,
@@ -80,21 +95,25 @@ impl SegmentedFile {
         page_size: usize,
         pages_per_segment: u64,
         atomic_unit: Arc<AtomicU32>,
-    ) -> Self {
+        open_files: Arc<OpenFileLimit>,
+    ) -> Arc<Self> {
         assert!(pages_per_segment > 0 && page_size > 0);
-        SegmentedFile {
+        let file = Arc::new(SegmentedFile {
             fs,
             dir: dir.to_path_buf(),
             file_id,
             page_size,
             pages_per_segment,
             segments: RwLock::new(Vec::new()),
+            open_files,
             atomic_unit,
             writes_done: AtomicU64::new(1),
             writes_synced: AtomicU64::new(0),
             syncs_started: AtomicU64::new(0),
             synced_through: AtomicU64::new(0),
-        }
+        });
+        file.open_files.register(&file);
+        file
     }
 
     pub fn file_id(&self) -> u32 {
@@ -106,31 +125,85 @@ impl SegmentedFile {
         segment_path(&self.dir, self.file_id, block / self.pages_per_segment)
     }
 
-    /// The segment's file, opened (and created if `create`) on first use.
-    fn segment(&self, segment: u64, create: bool) -> Result<Option<Arc<dyn File>>> {
-        if let Some(Some(f)) = self.segments.read().get(segment as usize) {
-            return Ok(Some(f.clone()));
+    /// The segment's file, opened (and created if `create`) on first use
+    /// or again after it was closed for the bound on open files.
+    pub(super) fn segment(&self, segment: u64, create: bool) -> Result<Option<Arc<OpenSegment>>> {
+        if let Some(Some(s)) = self.segments.read().get(segment as usize) {
+            s.last_use.store(self.open_files.now(), Ordering::Relaxed);
+            return Ok(Some(s.clone()));
         }
-        let mut segs = self.segments.write();
-        if let Some(Some(f)) = segs.get(segment as usize) {
-            return Ok(Some(f.clone()));
-        }
-        let path = segment_path(&self.dir, self.file_id, segment);
-        if !create && !self.fs.exists(&path) {
-            return Ok(None);
-        }
-        let mut opts = if create {
-            OpenOptions::create()
-        } else {
-            OpenOptions::read_write()
+        let opened = {
+            let mut segs = self.segments.write();
+            if let Some(Some(s)) = segs.get(segment as usize) {
+                return Ok(Some(s.clone()));
+            }
+            let path = segment_path(&self.dir, self.file_id, segment);
+            if !create && !self.fs.exists(&path) {
+                return Ok(None);
+            }
+            let mut opts = if create {
+                OpenOptions::create()
+            } else {
+                OpenOptions::read_write()
+            };
+            opts.atomic_unit = Some(self.atomic_unit.load(Ordering::SeqCst)).filter(|u| *u > 0);
+            let file = self.fs.open(&path, FileKind::Data, opts)?;
+            let opened = Arc::new(OpenSegment {
+                file,
+                last_use: AtomicU64::new(self.open_files.opened()),
+                dirty: AtomicBool::new(false),
+            });
+            if segs.len() <= segment as usize {
+                segs.resize(segment as usize + 1, None);
+            }
+            segs[segment as usize] = Some(opened.clone());
+            opened
         };
-        opts.atomic_unit = Some(self.atomic_unit.load(Ordering::SeqCst)).filter(|u| *u > 0);
-        let file = self.fs.open(&path, FileKind::Data, opts)?;
-        if segs.len() <= segment as usize {
-            segs.resize(segment as usize + 1, None);
-        }
-        segs[segment as usize] = Some(file.clone());
-        Ok(Some(file))
+        // Outside this file's lock: closing others takes theirs. The
+        // segment just opened is held here, so it is not among them.
+        self.open_files.enforce(Issuer::Client)?;
+        Ok(Some(opened))
+    }
+
+    /// The open segments' ages, for [`OpenFileLimit::enforce`].
+    pub(crate) fn segment_ages(&self) -> Vec<SegmentAge> {
+        let segs = self.segments.read();
+        let open = segs.iter().enumerate();
+        open.filter_map(|(n, s)| {
+            let s = s.as_ref()?;
+            Some(SegmentAge {
+                segment: n as u64,
+                last_use: s.last_use.load(Ordering::Relaxed),
+                dirty: s.dirty.load(Ordering::SeqCst),
+            })
+        })
+        .collect()
+    }
+
+    /// Closes `segment` if it is open and nobody is using it, after an
+    /// fsync where it was written through since its last one (a data
+    /// file's fsync reaches only open segments). True if it closed.
+    pub(crate) fn close_if_idle(&self, segment: u64, who: Issuer) -> Result<bool> {
+        let closing = {
+            let mut segs = self.segments.write();
+            let Some(slot) = segs.get_mut(segment as usize) else {
+                return Ok(false);
+            };
+            // Only the list holds it: no call is in flight on it, and
+            // none can start once it is out of the list.
+            if slot.as_ref().is_none_or(|s| Arc::strong_count(s) != 1) {
+                return Ok(false);
+            }
+            slot.take().expect("checked above")
+        };
+        let result = if closing.dirty.load(Ordering::SeqCst) {
+            closing.file.sync_data(who)
+        } else {
+            Ok(())
+        };
+        drop(closing);
+        self.open_files.released(1);
+        result.map(|()| true)
     }
 
     /// Closes every segment, so that each opens again with the atomic unit
@@ -143,7 +216,10 @@ impl SegmentedFile {
             "data file {} closed with writes no fsync covered",
             self.file_id
         );
-        self.segments.write().clear();
+        let mut segs = self.segments.write();
+        let open = segs.iter().flatten().count();
+        segs.clear();
+        self.open_files.released(open);
     }
 
     /// Whether the segment holding `block` exists (opened, or on disk).
@@ -193,7 +269,7 @@ impl SegmentedFile {
             return Ok(PageRead::BeyondEnd);
         };
         // EIO is the page's own fault (a bad sector), not the file's.
-        let n = file.read_at(buf, off, who).map_err(|e| match e {
+        let n = file.file.read_at(buf, off, who).map_err(|e| match e {
             Error::Io { path, source, .. } if source.raw_os_error() == Some(libc::EIO) => {
                 Error::UnreadablePage {
                     path,
@@ -232,11 +308,14 @@ impl SegmentedFile {
             let in_seg = (self.pages_per_segment - block % self.pages_per_segment) as usize;
             let n = in_seg.min(pages.len() - i);
             let off = (block % self.pages_per_segment) * self.page_size as u64;
-            let file = self.segment(seg, true)?.expect("created on demand");
+            let open = self.segment(seg, true)?.expect("created on demand");
+            // Before the write: a closing that misses the flag finds
+            // nothing written yet.
+            open.dirty.store(true, Ordering::SeqCst);
             if n == 1 {
-                file.write_at(pages[i], off, who)?;
+                open.file.write_at(pages[i], off, who)?;
             } else {
-                file.write_vectored_at(&pages[i..i + n], off, who)?;
+                open.file.write_vectored_at(&pages[i..i + n], off, who)?;
             }
             i += n;
         }
@@ -266,8 +345,9 @@ impl SegmentedFile {
             let seg = block / self.pages_per_segment;
             let in_seg = (self.pages_per_segment - block % self.pages_per_segment).min(end - block);
             let off = (block % self.pages_per_segment) * self.page_size as u64;
-            if let Some(file) = self.segment(seg, false)? {
-                file.writeback_hint(off, in_seg * self.page_size as u64, who)?;
+            if let Some(open) = self.segment(seg, false)? {
+                open.file
+                    .writeback_hint(off, in_seg * self.page_size as u64, who)?;
             }
             block += in_seg;
         }
@@ -283,7 +363,7 @@ impl SegmentedFile {
                 return Ok(seg * self.pages_per_segment);
             }
             let f = self.segment(seg, false)?.expect("exists");
-            let pages = f.len()? / self.page_size as u64;
+            let pages = f.file.len()? / self.page_size as u64;
             if pages < self.pages_per_segment {
                 return Ok(seg * self.pages_per_segment + pages);
             }
@@ -300,13 +380,25 @@ impl SegmentedFile {
         let writes = self.writes_done.load(Ordering::SeqCst);
         if writes != self.writes_synced.load(Ordering::SeqCst) {
             let segs: Vec<_> = self.segments.read().iter().flatten().cloned().collect();
-            for f in segs {
-                f.sync_data(who)?;
+            for s in segs {
+                // Cleared first: a write after this point sets it again.
+                s.dirty.store(false, Ordering::SeqCst);
+                if let Err(e) = s.file.sync_data(who) {
+                    s.dirty.store(true, Ordering::SeqCst);
+                    return Err(e);
+                }
             }
             self.writes_synced.fetch_max(writes, Ordering::SeqCst);
         }
         self.synced_through.fetch_max(number, Ordering::SeqCst);
         Ok(())
+    }
+}
+
+impl Drop for SegmentedFile {
+    fn drop(&mut self) {
+        let open = self.segments.get_mut().iter().flatten().count();
+        self.open_files.released(open);
     }
 }
 
@@ -330,7 +422,8 @@ mod tests {
     fn writes_cross_segment_boundaries() {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn FileSystem> = Arc::new(PosixFileSystem::default());
-        let f = SegmentedFile::new(fs, dir.path(), 5, 4096, 3, Default::default());
+        let limit = OpenFileLimit::unlimited();
+        let f = SegmentedFile::new(fs, dir.path(), 5, 4096, 3, Default::default(), limit);
         let pages: Vec<Vec<u8>> = (0..7u8).map(|i| vec![i; 4096]).collect();
         let refs: Vec<&[u8]> = pages.iter().map(|p| p.as_slice()).collect();
         f.write_pages(0, &refs, Issuer::Client).unwrap();

@@ -29,7 +29,32 @@ impl Serve {
     /// A server on the database in `dir` (created if missing); returns
     /// once its first line says it has opened the database and listens.
     pub fn start_in(dir: &Path, extra: &[&str]) -> Serve {
-        let mut child = super::serve_command(dir, extra)
+        Serve::spawn(super::serve_command(dir, extra))
+    }
+
+    /// [`Serve::start_in`] under `ulimit -n files` (soft and hard).
+    pub fn start_with_file_limit(dir: &Path, extra: &[&str], files: u64) -> Serve {
+        use std::os::unix::process::CommandExt;
+        let mut c = super::serve_command(dir, extra);
+        // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+        unsafe {
+            c.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: files,
+                    rlim_max: files,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+        Serve::spawn(c)
+    }
+
+    /// Starts `c` (an `untorn serve` command) and reads its port.
+    pub fn spawn(mut c: Command) -> Serve {
+        let mut child = c
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

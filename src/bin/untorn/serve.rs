@@ -123,6 +123,12 @@ pub struct ServeArgs {
     /// writes (0: off) [default: the engine's, 128].
     #[arg(long)]
     double_write_flush_after: Option<u32>,
+    /// max_files_per_process: the most data segment files open at once;
+    /// past it the least recently used close and open again when used.
+    /// Fewer where `ulimit -n` leaves fewer free after two per connection
+    /// and the engine's own [default: the engine's, 1000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(8..=1_000_000))]
+    max_files_per_process: Option<u64>,
     /// deadlock_timeout in milliseconds, PostgreSQL's unit: how long a
     /// transaction waits for a row lock before it checks for a deadlock
     /// [default: the engine's, 1000].
@@ -180,6 +186,14 @@ fn options(a: &ServeArgs) -> untorn::Result<Options> {
     if let Some(ms) = a.deadlock_timeout {
         o.deadlock_timeout = Duration::from_millis(ms);
     }
+    if let Some(n) = a.max_files_per_process {
+        o.max_files_per_process = n as usize;
+    }
+    // A socket and a sort's temporary file per connection, but never more
+    // than half of what is free: a small `ulimit -n` with a large
+    // max_connections still opens, its connections then meet EMFILE.
+    let free = untorn::file::open_files::descriptors_free().unwrap_or(usize::MAX);
+    o.reserved_file_descriptors += (2 * a.max_connections).min(free / 2);
     o.validate()?;
     Ok(o)
 }
