@@ -1,43 +1,25 @@
 //! CancelRequest: the open connection a (process id, secret key) pair
-//! names, and stopping its running statement.
+//! names, and stopping its running statement. The sessions are listed in
+//! the SQL engine (`sql::backends`), where pg_cancel_backend and
+//! pg_terminate_backend find them too.
 //!
 //! A connection is listed from its first statement (pgwire gives it its
 //! key at start-up, which runs in pgwire) until it ends; a cancel before
 //! its first statement has nothing to stop.
 
-use crate::sql::Interrupt;
+use crate::sql::SqlEngine;
 use async_trait::async_trait;
-use parking_lot::Mutex;
 use pgwire::api::cancel::CancelHandler;
 use pgwire::messages::cancel::CancelRequest;
-use pgwire::messages::startup::SecretKey;
-use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The open connections by their process id.
-#[derive(Default)]
-pub struct Backends {
-    by_pid: Mutex<HashMap<i32, (SecretKey, Arc<Interrupt>)>>,
-}
-
-impl Backends {
-    pub fn enlist(&self, pid: i32, key: SecretKey, interrupt: Arc<Interrupt>) {
-        self.by_pid.lock().insert(pid, (key, interrupt));
-    }
-
-    pub fn remove(&self, pid: i32) {
-        self.by_pid.lock().remove(&pid);
-    }
-}
+/// Answers CancelRequests from the engine's list of sessions.
+pub struct CancelRequests(pub Arc<SqlEngine>);
 
 #[async_trait]
-impl CancelHandler for Backends {
+impl CancelHandler for CancelRequests {
     async fn on_cancel_request(&self, request: CancelRequest) {
-        // A wrong key is ignored without a word, as PostgreSQL ignores it.
-        if let Some((key, interrupt)) = self.by_pid.lock().get(&request.pid) {
-            if key.eq_value(&request.secret_key) {
-                interrupt.cancel();
-            }
-        }
+        let secret = request.secret_key.to_bytes();
+        self.0.backends().cancel_request(request.pid, &secret);
     }
 }

@@ -4,11 +4,8 @@
 //! A connection runs on its own thread, so the session's mutex is never
 //! contended; it exists because pgwire's handlers take `&self`.
 
-use super::cancel::Backends;
 use super::codec;
-use crate::sql::{
-    codes, Interrupt, Outcome, Prepared, Session, SqlError, SqlType, TxStatus, Value,
-};
+use crate::sql::{codes, Outcome, Prepared, Session, SqlError, SqlType, TxStatus, Value};
 use async_trait::async_trait;
 use futures::{stream, Sink, SinkExt};
 use parking_lot::Mutex;
@@ -38,10 +35,11 @@ pub struct Connection {
     /// client ends the copy; reporting it mid-copy would leave the client
     /// sending CopyData into a connection that no longer expects it.
     copy_error: Mutex<Option<SqlError>>,
-    /// Where CancelRequests find this connection, and its process id there.
-    backends: Arc<Backends>,
-    pid: Mutex<Option<i32>>,
-    interrupt: Arc<Interrupt>,
+    /// Whether the session is listed under its process id yet.
+    enlisted: std::sync::atomic::AtomicBool,
+    /// Told when pg_terminate_backend ends the session: wakes the
+    /// connection where it waits for the client's next message.
+    terminated: Arc<tokio::sync::Notify>,
 }
 
 impl Connection {
@@ -50,8 +48,13 @@ impl Connection {
         self.session.lock().idle_timeout()
     }
 
-    pub fn new(session: Session, backends: Arc<Backends>) -> Connection {
+    pub fn new(session: Session) -> Connection {
         let interrupt = session.interrupt();
+        let terminated = Arc::new(tokio::sync::Notify::new());
+        let told = terminated.clone();
+        // notify_one keeps a permit: a termination during a statement
+        // ends the connection before its next message is read.
+        interrupt.on_terminate(move || told.notify_one());
         let session = Arc::new(Mutex::new(session));
         Connection {
             parser: Arc::new(StatementParser {
@@ -59,27 +62,32 @@ impl Connection {
             }),
             session,
             copy_error: Mutex::new(None),
-            backends,
-            pid: Mutex::new(None),
-            interrupt,
+            enlisted: Default::default(),
+            terminated,
         }
+    }
+
+    /// What ends the connection while it waits for a message, and how
+    /// (pgwire's `termination` hook).
+    pub(super) fn termination(&self) -> (Arc<tokio::sync::Notify>, &'static str, &'static str) {
+        (
+            self.terminated.clone(),
+            codes::ADMIN_SHUTDOWN,
+            "terminating connection due to administrator command",
+        )
     }
 
     /// Lists the connection for CancelRequests, once it has its key.
     fn enlist<C: ClientInfo>(&self, client: &C) {
-        let mut pid = self.pid.lock();
-        if pid.is_none() {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.enlisted.swap(true, Relaxed) {
             let (p, key) = client.pid_and_secret_key();
-            self.backends.enlist(p, key, self.interrupt.clone());
-            *pid = Some(p);
+            self.session.lock().enlist(p, key.to_bytes().to_vec());
         }
     }
 
     /// The connection ended: what its session left open rolls back.
     pub fn close(&self) {
-        if let Some(p) = self.pid.lock().take() {
-            self.backends.remove(p);
-        }
         let mut session = self.session.lock();
         session.close();
         session.protocol_holds(0);
@@ -460,7 +468,7 @@ impl ExtendedQueryHandler for Connection {
             // Some clients never read what follows a statement's
             // CommandComplete (rust-postgres's COPY returns there): a
             // commit that failed at Sync must be in the log too.
-            let pid = self.pid.lock().map_or("?".to_string(), |p| p.to_string());
+            let pid = client.pid_and_secret_key().0;
             tracing::warn!(
                 "backend {pid}: an implicit transaction failed to commit at Sync: {} ({})",
                 e.message,

@@ -15,7 +15,7 @@ pub mod startup;
 
 use crate::error::{Error, Result};
 use crate::sql::{Interrupt, SqlEngine};
-use cancel::Backends;
+use cancel::CancelRequests;
 use handlers::Connection;
 use parking_lot::Mutex;
 use pgwire::api::copy::CopyHandler;
@@ -103,8 +103,8 @@ pub struct Server {
     /// Each open connection's socket and its session's interrupt, so a
     /// stop can end them.
     open: Open,
-    /// The open connections for CancelRequests.
-    backends: Arc<Backends>,
+    /// Answers CancelRequests.
+    cancels: Arc<CancelRequests>,
 }
 
 /// How long the accept loop sleeps when no connection waits: the delay a
@@ -126,12 +126,12 @@ impl Server {
             .map_err(|e| io("set_nonblocking", e))?;
         Ok(Server {
             listener,
-            sql,
             startup: Arc::new(startup),
             max_connections: config.max_connections,
             max_message_size: config.max_message_size,
             open: Arc::new(Mutex::new(HashMap::new())),
-            backends: Arc::new(Backends::default()),
+            cancels: Arc::new(CancelRequests(sql.clone())),
+            sql,
         })
     }
 
@@ -213,12 +213,12 @@ impl Server {
             open: self.open.clone(),
             id,
         };
-        let conn = Arc::new(Connection::new(session, self.backends.clone()));
+        let conn = Arc::new(Connection::new(session));
         let handlers = Handlers {
             conn: conn.clone(),
             startup: self.startup.clone(),
             max_message_size: self.max_message_size,
-            backends: self.backends.clone(),
+            cancels: self.cancels.clone(),
         };
         std::thread::Builder::new()
             .name(format!("untorn-conn-{id}"))
@@ -390,7 +390,7 @@ struct Handlers {
     conn: Arc<Connection>,
     startup: Arc<Startup>,
     max_message_size: usize,
-    backends: Arc<Backends>,
+    cancels: Arc<CancelRequests>,
 }
 
 impl PgWireServerHandlers for Handlers {
@@ -419,7 +419,11 @@ impl PgWireServerHandlers for Handlers {
     }
 
     fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {
-        self.backends.clone()
+        self.cancels.clone()
+    }
+
+    fn termination(&self) -> Option<(Arc<tokio::sync::Notify>, &'static str, &'static str)> {
+        Some(self.conn.termination())
     }
 }
 
@@ -443,7 +447,7 @@ mod tests {
         ] {
             assert!(session.simple_query(q).pop().unwrap().is_ok(), "{q}");
         }
-        let conn = Connection::new(session, Arc::new(Backends::default()));
+        let conn = Connection::new(session);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server_side, _) = listener.accept().unwrap();

@@ -67,6 +67,8 @@ pub struct FetchEnv<'a> {
     pub memory: &'a Arc<ConnectionMemory>,
     pub work_mem: usize,
     pub max_rows: usize,
+    /// For the server's functions in the select list.
+    pub session: super::functions::SessionView<'a>,
 }
 
 impl Cursor {
@@ -128,6 +130,7 @@ impl Cursor {
             now: self.now,
             watch,
             max_rows: env.max_rows,
+            session: Some(env.session),
         };
         let stmt = self.stmt.clone();
         let s = select_of(&stmt);

@@ -86,6 +86,7 @@ fn rebuild(db: &Database, old: &Arc<TableMeta>, def: TableDef) -> Result<TableMe
         watch: &UNWATCHED,
         // DDL copies a table in batches, holding none of it whole.
         max_rows: usize::MAX,
+        session: None,
     };
     let mut reader = db.begin_shared();
     let mut sink = Sink::batched(db, &new);
@@ -172,6 +173,7 @@ pub fn create_index(
         watch: &UNWATCHED,
         // DDL copies a table in batches, holding none of it whole.
         max_rows: usize::MAX,
+        session: None,
     };
     let mut reader = db.begin_shared();
     let built = (|| {

@@ -1,6 +1,7 @@
 //! Expressions: converted from the parser's AST against a table's
 //! columns, typed (which also infers parameter types), and evaluated.
 
+use super::functions::{Function, SessionView};
 use super::in_set::InSet;
 use super::interrupt::Watch;
 use super::limits::Limits;
@@ -45,6 +46,8 @@ pub enum Expr {
     /// `x [NOT] IN (...)` over many constants, as a set (`in_set`).
     InSet(Box<Expr>, Vec<Expr>, Arc<InSet>, bool),
     Now,
+    /// One of the server's functions (`functions`).
+    Call(Function, Vec<Expr>),
 }
 
 /// What an expression can see while it is converted: the columns in
@@ -163,6 +166,12 @@ impl Scope<'_> {
                 SqlType::Bool
             }
             Expr::Now => SqlType::Timestamp,
+            Expr::Call(f, args) => {
+                for (i, a) in args.iter().enumerate() {
+                    self.type_of(a, f.argument_type(i));
+                }
+                f.result_type()
+            }
         }
     }
 
@@ -295,12 +304,29 @@ impl Scope<'_> {
                     ast::FunctionArguments::List(l) => l.args.is_empty() && name == "now",
                     _ => false,
                 };
-                if (name == "now" || name == "current_timestamp")
-                    && no_args
-                    && f.over.is_none()
-                    && f.filter.is_none()
-                {
+                let plain = f.over.is_none() && f.filter.is_none();
+                let args = match &f.args {
+                    ast::FunctionArguments::List(l)
+                        if l.duplicate_treatment.is_none() && l.clauses.is_empty() =>
+                    {
+                        Some(&l.args)
+                    }
+                    _ => None,
+                };
+                let called = args.and_then(|a| Function::named(&name, a.len()));
+                if (name == "now" || name == "current_timestamp") && no_args && plain {
                     Expr::Now
+                } else if let (Some(function), Some(args), true) = (called, args, plain) {
+                    let args = args
+                        .iter()
+                        .map(|a| match a {
+                            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => {
+                                inner(self, e)
+                            }
+                            _ => Err(unsupported()),
+                        })
+                        .collect::<Result<_, _>>()?;
+                    Expr::Call(function, args)
                 } else {
                     return Err(unsupported());
                 }
@@ -332,6 +358,9 @@ pub struct Ctx<'a> {
     pub watch: &'a Watch<'a>,
     /// Most rows a scan of the statement may hold (`max_result_rows`).
     pub max_rows: usize,
+    /// The session, for the server's functions; `None` where none may
+    /// be called (DDL's own evaluation).
+    pub session: Option<SessionView<'a>>,
 }
 
 fn out_of_range() -> SqlError {
@@ -423,6 +452,13 @@ impl Expr {
             Expr::Param(i) => cx.params[*i].clone(),
             Expr::Column(c) => row[*c].clone(),
             Expr::Now => Value::Timestamp(cx.now),
+            Expr::Call(f, args) => {
+                let values: Vec<Value> = args
+                    .iter()
+                    .map(|a| a.eval(row, cx))
+                    .collect::<Result<_, _>>()?;
+                f.call(&values, cx.session)?
+            }
             Expr::Neg(a) => match as_int(&a.eval(row, cx)?)? {
                 None => Value::Null,
                 Some(x) => Value::Int(x.checked_neg().ok_or_else(out_of_range)?),
@@ -507,7 +543,8 @@ impl Expr {
     pub fn is_constant(&self) -> bool {
         match self {
             Expr::Const(..) | Expr::Param(_) | Expr::Now => true,
-            Expr::Column(_) => false,
+            // A call may act (a signal): once per row, never folded.
+            Expr::Column(_) | Expr::Call(..) => false,
             Expr::Neg(a) | Expr::Not(a) | Expr::IsNull(a, _) => a.is_constant(),
             Expr::Arith(_, a, b) | Expr::Cmp(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
                 a.is_constant() && b.is_constant()

@@ -68,5 +68,8 @@ impl Session {
         self.script = None;
         self.state = State::Idle;
         self.implicit = false;
+        if let Some(pid) = self.pid.take() {
+            self.engine.backends.remove(pid);
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! Stopping a running statement from outside it: a CancelRequest and
-//! `statement_timeout` (57014), a server shutting down (57P01).
+//! Stopping a running statement from outside it: a CancelRequest,
+//! pg_cancel_backend and `statement_timeout` (57014), a server shutting
+//! down and pg_terminate_backend (57P01).
 //!
 //! Rules: a session owns one `Interrupt`; other threads hold it in an Arc
 //! and only set it. A statement's executor loops call `Watch::check` for
@@ -13,17 +14,29 @@
 use super::types::{codes, SqlError};
 use crate::lock_table::Stop;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const RUNNING: u8 = 0;
 const CANCELED: u8 = 1;
 const SHUTTING_DOWN: u8 = 2;
+const TERMINATED: u8 = 3;
 
 /// What other threads may tell a session's running statement.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Interrupt {
     state: AtomicU8,
+    /// Wakes the session's connection where it waits for a message, so
+    /// that a terminated idle session ends too (the server sets it).
+    on_terminate: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interrupt")
+            .field("state", &self.state.load(Ordering::Relaxed))
+            .finish()
+    }
 }
 
 impl Interrupt {
@@ -37,6 +50,29 @@ impl Interrupt {
     /// The server stops: this statement and every later one stop with 57P01.
     pub fn shut_down(&self) {
         self.state.store(SHUTTING_DOWN, Ordering::SeqCst);
+    }
+
+    /// pg_terminate_backend: this statement and every later one stop with
+    /// 57P01, and the session's connection is told to end.
+    pub fn terminate(&self) {
+        let _ = self.state.fetch_max(TERMINATED, Ordering::SeqCst);
+        if let Some(wake) = self.on_terminate.get() {
+            wake();
+        }
+    }
+
+    /// Whether the session was told to end (terminated or shut down).
+    pub fn ending(&self) -> bool {
+        matches!(
+            self.state.load(Ordering::SeqCst),
+            SHUTTING_DOWN | TERMINATED
+        )
+    }
+
+    /// What [`Interrupt::terminate`] calls besides stopping the statement
+    /// (set once, by the connection serving the session).
+    pub fn on_terminate(&self, wake: impl Fn() + Send + Sync + 'static) {
+        let _ = self.on_terminate.set(Box::new(wake));
     }
 
     /// A statement starts, with `timeout` (statement_timeout) if any.
@@ -84,7 +120,7 @@ impl Watch<'_> {
                 codes::QUERY_CANCELED,
                 "canceling statement due to user request",
             )),
-            Some(SHUTTING_DOWN) => Err(SqlError::new(
+            Some(SHUTTING_DOWN | TERMINATED) => Err(SqlError::new(
                 codes::ADMIN_SHUTDOWN,
                 "terminating connection due to administrator command",
             )),
@@ -113,6 +149,25 @@ mod tests {
         i.shut_down();
         i.cancel();
         assert_eq!(i.watch(None).check().unwrap_err().code, "57P01");
+    }
+
+    /// A terminated session's statements all stop with 57P01, a cancel
+    /// does not undo it, and its connection is woken once.
+    #[test]
+    fn a_termination_stops_every_later_statement_and_wakes_the_connection() {
+        let i = Interrupt::default();
+        let woken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let w = woken.clone();
+        i.on_terminate(move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(!i.ending());
+        i.terminate();
+        i.cancel();
+        assert!(i.ending());
+        assert_eq!(i.watch(None).check().unwrap_err().code, "57P01");
+        assert_eq!(i.watch(None).check().unwrap_err().code, "57P01");
+        assert_eq!(woken.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -24,6 +24,7 @@
 //!   txn/spill.rs);
 //! - `timestamp`: the `timestamp` type's text form and the clock.
 
+pub mod backends;
 mod budget;
 mod catalog;
 mod catalog_rows;
@@ -33,6 +34,7 @@ mod cursor;
 mod ddl;
 mod exec;
 mod expr;
+mod functions;
 mod implicit;
 mod in_set;
 pub mod interrupt;
@@ -66,6 +68,7 @@ mod tests_limits;
 pub mod timestamp;
 pub mod types;
 
+pub use backends::{Backends, Signal};
 pub use interrupt::Interrupt;
 pub use limits::Limits;
 pub use parse::Prepared;

@@ -281,6 +281,7 @@ pub fn default_name(item: &Item, columns: &[(String, SqlType)]) -> String {
     match item {
         Item::Expr(Expr::Column(c)) => columns[*c].0.clone(),
         Item::Expr(Expr::Now) => "now".into(),
+        Item::Expr(Expr::Call(f, _)) => f.name().into(),
         Item::Expr(_) => "?column?".into(),
         Item::Count(_) => "count".into(),
         Item::Sum(_) => "sum".into(),

@@ -9,6 +9,7 @@
 //! write set spills to disk past its memory budget (txn/spill.rs), so all
 //! of it commits or none, and no one else sees it before.
 
+use super::backends::Backends;
 use super::budget::ParseBudget;
 use super::catalog::Catalog;
 use super::copy::CopyState;
@@ -38,6 +39,8 @@ pub struct SqlEngine {
     pub(super) budget: Arc<ParseBudget>,
     /// What all sessions hold between messages (`memory`).
     pub(super) memory: Arc<ServerMemory>,
+    /// The sessions a server lists by process id (`backends`).
+    pub(super) backends: Backends,
 }
 
 impl SqlEngine {
@@ -56,6 +59,7 @@ impl SqlEngine {
             ddl: Mutex::new(()),
             budget: ParseBudget::new(limits.parse_budget),
             memory: ServerMemory::new(limits.max_server_memory),
+            backends: Backends::default(),
             limits,
         }))
     }
@@ -76,6 +80,7 @@ impl SqlEngine {
                 ddl: Mutex::new(()),
                 budget: ParseBudget::new(limits.parse_budget),
                 memory: ServerMemory::new(limits.max_server_memory),
+                backends: Backends::default(),
                 limits,
             })
         }))
@@ -103,7 +108,13 @@ impl SqlEngine {
             next_cursor: 0,
             block_ddl: Default::default(),
             script: None,
+            pid: None,
         }
+    }
+
+    /// The sessions listed by process id (CancelRequests find them here).
+    pub fn backends(&self) -> &Backends {
+        &self.backends
     }
 
     /// Bytes all sessions hold between messages now (`memory`).
@@ -152,6 +163,9 @@ pub struct Session {
     pub(super) block_ddl: ddl::BlockDdl,
     /// A Query message's statements not run yet (`query`).
     pub(super) script: Option<super::script::PendingScript>,
+    /// The process id the server gave this session (pg_backend_pid),
+    /// under which it is listed in the engine's `backends`.
+    pub(super) pid: Option<i32>,
 }
 
 pub(super) fn failed_block() -> SqlError {
@@ -166,6 +180,18 @@ impl Session {
     /// shutdown), for other threads to hold.
     pub fn interrupt(&self) -> Arc<Interrupt> {
         self.interrupt.clone()
+    }
+
+    /// Lists the session under `pid` with its cancel key's `secret`, for
+    /// CancelRequests, pg_cancel_backend and pg_terminate_backend; the
+    /// session's end removes it.
+    pub fn enlist(&mut self, pid: i32, secret: Vec<u8>) {
+        if let Some(old) = self.pid.replace(pid) {
+            self.engine.backends.remove(old);
+        }
+        self.engine
+            .backends
+            .enlist(pid, secret, self.interrupt.clone());
     }
 
     pub fn status(&self) -> TxStatus {
@@ -348,14 +374,18 @@ impl Session {
             engine: interrupt.stopper(&watch),
             watch: &watch,
         };
+        let eng = self.engine.clone();
         let cx = Ctx {
             params: &params,
             now: super::timestamp::now(),
             watch: &watch,
-            max_rows: self.engine.limits.max_result_rows,
+            max_rows: eng.limits.max_result_rows,
+            session: Some(super::functions::SessionView {
+                backends: &eng.backends,
+                pid: self.pid,
+            }),
         };
         let cmd = |t: &str| Ok(Outcome::Command { tag: t.to_string() });
-        let eng = self.engine.clone();
         let (db, cat) = (&*eng.db, &eng.catalog);
         match plan {
             Plan::Noop("EMPTY") => cmd(""),

@@ -62,6 +62,10 @@ impl Session {
             memory: &self.memory,
             work_mem: engine.limits().work_mem,
             max_rows: engine.limits().max_result_rows,
+            session: super::functions::SessionView {
+                backends: &engine.backends,
+                pid: self.pid,
+            },
         };
         let cursor = &mut self.cursors[at].1;
         let mut own = cursor.own.take();

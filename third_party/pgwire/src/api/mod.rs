@@ -584,6 +584,15 @@ pub trait PgWireServerHandlers: 'static {
     fn idle_timeout(&self) -> Option<(std::time::Duration, &'static str, &'static str)> {
         None
     }
+
+    /// untorn: notified when the session is to end while it waits for its
+    /// next message (pg_terminate_backend): it is then ended with a FATAL
+    /// error of this SQLSTATE and message. A notification that comes while
+    /// a message is being processed ends it before the next is read.
+    #[cfg(feature = "server-api")]
+    fn termination(&self) -> Option<(Arc<tokio::sync::Notify>, &'static str, &'static str)> {
+        None
+    }
 }
 
 impl<T> PgWireServerHandlers for Arc<T>
@@ -592,6 +601,11 @@ where
 {
     fn idle_timeout(&self) -> Option<(std::time::Duration, &'static str, &'static str)> {
         (**self).idle_timeout()
+    }
+
+    #[cfg(feature = "server-api")]
+    fn termination(&self) -> Option<(Arc<tokio::sync::Notify>, &'static str, &'static str)> {
+        (**self).termination()
     }
 
     fn simple_query_handler(&self) -> Arc<impl query::SimpleQueryHandler> {

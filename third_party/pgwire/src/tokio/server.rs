@@ -599,23 +599,47 @@ macro_rules! process_socket_messages {
                     _ = &mut $startup_timeout => None,
                     msg = socket.next() => msg,
                 }
-            } else if let Some((after, code, message)) = $handlers.idle_timeout() {
+            } else {
                 // untorn: an idle session past its timeout is ended, as
-                // PostgreSQL's idle timeouts end it.
+                // PostgreSQL's idle timeouts end it; and so is one told to
+                // end (pg_terminate_backend).
+                let idle = $handlers.idle_timeout();
+                let termination = $handlers.termination();
+                let idle_over = async {
+                    match idle {
+                        Some((after, ..)) => sleep(after).await,
+                        None => std::future::pending::<()>().await,
+                    }
+                };
+                let terminated = async {
+                    match &termination {
+                        Some((told, ..)) => told.notified().await,
+                        None => std::future::pending::<()>().await,
+                    }
+                };
+                let fatal = |code: &str, message: &str| {
+                    PgWireError::UserError(Box::new(ErrorInfo::new(
+                        crate::error::SEVERITY_FATAL.to_owned(),
+                        code.to_owned(),
+                        message.to_owned(),
+                    )))
+                };
+                // Biased: a termination told during the last message wins
+                // over a message already waiting.
                 tokio::select! {
-                    _ = sleep(after) => {
-                        let e = PgWireError::UserError(Box::new(ErrorInfo::new(
-                            crate::error::SEVERITY_FATAL.to_owned(),
-                            code.to_owned(),
-                            message.to_owned(),
-                        )));
-                        let _ = process_error(socket, e, false).await;
+                    biased;
+                    _ = terminated => {
+                        let (_, code, message) = termination.clone().expect("only when told");
+                        let _ = process_error(socket, fatal(code, message), false).await;
+                        break;
+                    }
+                    _ = idle_over => {
+                        let (_, code, message) = idle.expect("only with a timeout");
+                        let _ = process_error(socket, fatal(code, message), false).await;
                         break;
                     }
                     msg = socket.next() => msg,
                 }
-            } else {
-                socket.next().await
             };
 
             if let Some(Ok(msg)) = msg {

@@ -1,0 +1,115 @@
+//! Issue 56, item 8: sessions that end. A session's statement could be
+//! stopped only by its own client's CancelRequest; nothing could end
+//! another session. pg_cancel_backend and pg_terminate_backend now do, as
+//! in PostgreSQL, whether the session is busy or idle in a block.
+
+mod common;
+
+use common::serve::{error_field, psql, Raw, Serve};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const ENDLESS_LOAD: &str = "insert into big select x from generate_series(1, 2000000000) as x";
+
+/// The SQLSTATEs and severities of the errors among `messages`.
+fn errors(messages: &[(u8, Vec<u8>)]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .filter(|(kind, _)| *kind == b'E')
+        .map(|(_, body)| {
+            (
+                error_field(body, b'S').unwrap(),
+                error_field(body, b'C').unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Calls `sql` (naming `pid`) from another connection every 50 ms until
+/// told to stop, for a statement that has to be running when it lands.
+fn keep_calling(port: u16, sql: String) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let done = Arc::new(AtomicBool::new(false));
+    let stop = done.clone();
+    let t = std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+            psql(port, &sql);
+        }
+    });
+    (done, t)
+}
+
+#[test]
+fn pg_terminate_backend_ends_an_idle_session_and_a_busy_one() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    psql(port, "create table big (id int primary key)");
+    psql(port, "create table acc (aid int primary key, bal int)");
+    psql(port, "insert into acc values (1, 10)");
+
+    // Idle in a block that holds a row lock.
+    let (mut idle, (pid, _)) = Raw::connect_keyed(port);
+    assert!(idle.query("begin").codes.is_empty());
+    assert!(idle
+        .query("update acc set bal = 99 where aid = 1")
+        .codes
+        .is_empty());
+    assert_eq!(
+        psql(port, &format!("select pg_terminate_backend({pid})")),
+        "t"
+    );
+    let rest = idle.until_closed();
+    assert_eq!(
+        errors(&rest),
+        [("FATAL".into(), "57P01".into())],
+        "{rest:?}"
+    );
+    // Its block rolled back and its row lock is free.
+    // (A lock still held would time the update out: 57014, and psql fails.)
+    psql(
+        port,
+        "set statement_timeout = 10000; update acc set bal = bal + 1 where aid = 1",
+    );
+    assert_eq!(psql(port, "select bal from acc"), "11");
+
+    // Busy with a statement that would run for hours.
+    let (mut busy, (pid, _)) = Raw::connect_keyed(port);
+    assert!(busy.query("select 1").codes.is_empty());
+    let (done, caller) = keep_calling(port, format!("select pg_terminate_backend({pid})"));
+    let mut load = ENDLESS_LOAD.as_bytes().to_vec();
+    load.push(0);
+    busy.send(b'Q', &load);
+    let rest = busy.until_closed();
+    done.store(true, Ordering::SeqCst);
+    caller.join().unwrap();
+    let codes: Vec<String> = errors(&rest).into_iter().map(|(_, c)| c).collect();
+    assert!(
+        codes.iter().all(|c| c == "57P01") && !codes.is_empty(),
+        "{rest:?}"
+    );
+    assert_eq!(psql(port, "select count(*) from big"), "0");
+    // A pid no session has: false.
+    assert_eq!(psql(port, "select pg_terminate_backend(-7)"), "f");
+    assert!(serve.stop().success());
+}
+
+#[test]
+fn pg_cancel_backend_stops_the_running_statement_and_the_session_goes_on() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    psql(port, "create table big (id int primary key)");
+    let (mut busy, (pid, _)) = Raw::connect_keyed(port);
+    assert!(busy.query("select 1").codes.is_empty());
+    let (done, caller) = keep_calling(port, format!("select pg_cancel_backend({pid})"));
+    let r = busy.query(ENDLESS_LOAD);
+    done.store(true, Ordering::SeqCst);
+    caller.join().unwrap();
+    assert_eq!(r.codes, ["57014"], "{r:?}");
+    assert!(r.messages[0].contains("user request"), "{r:?}");
+    assert!(busy.query("select 1").codes.is_empty());
+    assert_eq!(psql(port, "select count(*) from big"), "0");
+    assert_eq!(psql(port, "select pg_backend_pid() > 0"), "t");
+    assert_eq!(psql(port, "select pg_cancel_backend(-7)"), "f");
+    assert!(serve.stop().success());
+}
