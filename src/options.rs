@@ -6,6 +6,10 @@ use crate::error::{Error, Result};
 use crate::settings::RequestedCreationSettings;
 use std::time::Duration;
 
+/// The least `max_files_per_process`: fewer and one statement touching a
+/// few tables would close and reopen files by the page.
+pub const MIN_FILES_PER_PROCESS: usize = 8;
+
 /// Settings that may change from one opening to the next.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -194,7 +198,7 @@ impl Options {
                 format!("{} pages is more than 65536", self.double_write_flush_after),
             );
         }
-        let min_files = crate::file::open_files::MIN_OPEN_DATA_FILES;
+        let min_files = MIN_FILES_PER_PROCESS;
         if self.max_files_per_process < min_files {
             return invalid(
                 "max_files_per_process",

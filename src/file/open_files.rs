@@ -18,10 +18,8 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Weak};
 
-/// The fewest data segments a database may be held to: fewer and one
-/// statement touching a few tables would close and reopen files by the
-/// page.
-pub const MIN_OPEN_DATA_FILES: usize = 8;
+/// The fewest data segments a database may be held to.
+pub const MIN_OPEN_DATA_FILES: usize = crate::options::MIN_FILES_PER_PROCESS;
 
 /// What a database may keep open, and the clock that says which segment
 /// was used least recently.
