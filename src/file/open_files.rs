@@ -11,7 +11,6 @@
 //! the checkpoint). Clean segments are closed first, so under a workload
 //! that fits the bound no fsync is added.
 
-use super::segmented::SegmentedFile;
 use super::Issuer;
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
@@ -31,7 +30,17 @@ pub struct OpenFileLimit {
     clock: AtomicU64,
     /// Segments closed to stay under the bound.
     closed: AtomicU64,
-    files: Mutex<Vec<Weak<SegmentedFile>>>,
+    files: Mutex<Vec<Weak<dyn SegmentOwner>>>,
+}
+
+/// A file whose segments count against the bound (a data file,
+/// `segmented::SegmentedFile`).
+pub(crate) trait SegmentOwner: Send + Sync {
+    /// Its open segments' ages.
+    fn segment_ages(&self) -> Vec<SegmentAge>;
+    /// Closes `segment` if open and unused (after an fsync where written
+    /// since its last): true if it closed.
+    fn close_if_idle(&self, segment: u64, who: Issuer) -> Result<bool>;
 }
 
 /// One open segment, as [`OpenFileLimit::enforce`] sees it.
@@ -81,10 +90,10 @@ impl OpenFileLimit {
     }
 
     /// A data file whose segments count against the bound.
-    pub(crate) fn register(&self, file: &Arc<SegmentedFile>) {
+    pub(crate) fn register(&self, file: Weak<dyn SegmentOwner>) {
         let mut files = self.files.lock();
         files.retain(|f| f.strong_count() > 0);
-        files.push(Arc::downgrade(file));
+        files.push(file);
     }
 
     /// A segment was opened; returns the clock it was opened at.
@@ -111,7 +120,7 @@ impl OpenFileLimit {
         if open <= self.limit {
             return Ok(());
         }
-        let files: Vec<Arc<SegmentedFile>> = {
+        let files: Vec<Arc<dyn SegmentOwner>> = {
             let mut files = self.files.lock();
             files.retain(|f| f.strong_count() > 0);
             files.iter().filter_map(Weak::upgrade).collect()

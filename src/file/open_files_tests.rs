@@ -1,5 +1,6 @@
 use super::*;
 use crate::file::posix::PosixFileSystem;
+use crate::file::segmented::SegmentedFile;
 use crate::file::{File, FileKind, FileSystem, OpenOptions};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! lives in `data/N`, `data/N.1`, `data/N.2`, ... each `data_segment_size`
 //! bytes (default 1 GB). Block numbers are file-wide.
 
-use super::open_files::{OpenFileLimit, SegmentAge};
+use super::open_files::{OpenFileLimit, SegmentAge, SegmentOwner};
 use super::{File, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::error::{Error, Result};
 use parking_lot::RwLock;
@@ -112,7 +112,8 @@ impl SegmentedFile {
             syncs_started: AtomicU64::new(0),
             synced_through: AtomicU64::new(0),
         });
-        file.open_files.register(&file);
+        let owner: std::sync::Weak<dyn SegmentOwner> = Arc::downgrade(&file) as _;
+        file.open_files.register(owner);
         file
     }
 
@@ -163,47 +164,6 @@ impl SegmentedFile {
         // segment just opened is held here, so it is not among them.
         self.open_files.enforce(Issuer::Client)?;
         Ok(Some(opened))
-    }
-
-    /// The open segments' ages, for [`OpenFileLimit::enforce`].
-    pub(crate) fn segment_ages(&self) -> Vec<SegmentAge> {
-        let segs = self.segments.read();
-        let open = segs.iter().enumerate();
-        open.filter_map(|(n, s)| {
-            let s = s.as_ref()?;
-            Some(SegmentAge {
-                segment: n as u64,
-                last_use: s.last_use.load(Ordering::Relaxed),
-                dirty: s.dirty.load(Ordering::SeqCst),
-            })
-        })
-        .collect()
-    }
-
-    /// Closes `segment` if it is open and nobody is using it, after an
-    /// fsync where it was written through since its last one (a data
-    /// file's fsync reaches only open segments). True if it closed.
-    pub(crate) fn close_if_idle(&self, segment: u64, who: Issuer) -> Result<bool> {
-        let closing = {
-            let mut segs = self.segments.write();
-            let Some(slot) = segs.get_mut(segment as usize) else {
-                return Ok(false);
-            };
-            // Only the list holds it: no call is in flight on it, and
-            // none can start once it is out of the list.
-            if slot.as_ref().is_none_or(|s| Arc::strong_count(s) != 1) {
-                return Ok(false);
-            }
-            slot.take().expect("checked above")
-        };
-        let result = if closing.dirty.load(Ordering::SeqCst) {
-            closing.file.sync_data(who)
-        } else {
-            Ok(())
-        };
-        drop(closing);
-        self.open_files.released(1);
-        result.map(|()| true)
     }
 
     /// Closes every segment, so that each opens again with the atomic unit
@@ -392,6 +352,49 @@ impl SegmentedFile {
         }
         self.synced_through.fetch_max(number, Ordering::SeqCst);
         Ok(())
+    }
+}
+
+impl SegmentOwner for SegmentedFile {
+    /// The open segments' ages, for [`OpenFileLimit::enforce`].
+    fn segment_ages(&self) -> Vec<SegmentAge> {
+        let segs = self.segments.read();
+        let open = segs.iter().enumerate();
+        open.filter_map(|(n, s)| {
+            let s = s.as_ref()?;
+            Some(SegmentAge {
+                segment: n as u64,
+                last_use: s.last_use.load(Ordering::Relaxed),
+                dirty: s.dirty.load(Ordering::SeqCst),
+            })
+        })
+        .collect()
+    }
+
+    /// Closes `segment` if it is open and nobody is using it, after an
+    /// fsync where it was written through since its last one (a data
+    /// file's fsync reaches only open segments). True if it closed.
+    fn close_if_idle(&self, segment: u64, who: Issuer) -> Result<bool> {
+        let closing = {
+            let mut segs = self.segments.write();
+            let Some(slot) = segs.get_mut(segment as usize) else {
+                return Ok(false);
+            };
+            // Only the list holds it: no call is in flight on it, and
+            // none can start once it is out of the list.
+            if slot.as_ref().is_none_or(|s| Arc::strong_count(s) != 1) {
+                return Ok(false);
+            }
+            slot.take().expect("checked above")
+        };
+        let result = if closing.dirty.load(Ordering::SeqCst) {
+            closing.file.sync_data(who)
+        } else {
+            Ok(())
+        };
+        drop(closing);
+        self.open_files.released(1);
+        result.map(|()| true)
     }
 }
 

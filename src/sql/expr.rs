@@ -5,6 +5,7 @@ use super::functions::{Function, SessionView};
 use super::in_set::InSet;
 use super::interrupt::Watch;
 use super::limits::Limits;
+pub use super::types::as_int;
 use super::types::{codes, SqlError, SqlType, Value};
 use sqlparser::ast::{self, BinaryOperator as B, UnaryOperator as U};
 use std::sync::Arc;
@@ -365,25 +366,6 @@ pub struct Ctx<'a> {
 
 fn out_of_range() -> SqlError {
     SqlError::new(codes::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range")
-}
-
-/// An integer operand: text (an unknown-typed literal or parameter) is
-/// parsed as PostgreSQL would cast it.
-pub fn as_int(v: &Value) -> Result<Option<i64>, SqlError> {
-    match v {
-        Value::Null => Ok(None),
-        Value::Int(x) => Ok(Some(*x)),
-        Value::Text(s) => s.trim().parse().map(Some).map_err(|_| {
-            SqlError::new(
-                codes::INVALID_TEXT_REPRESENTATION,
-                format!("invalid input syntax for type integer: \"{s}\""),
-            )
-        }),
-        _ => Err(SqlError::new(
-            codes::DATATYPE_MISMATCH,
-            "an integer was expected",
-        )),
-    }
 }
 
 /// Compares two non-null values; text compares ignoring trailing blanks

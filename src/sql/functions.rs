@@ -3,8 +3,7 @@
 //! PostgreSQL's signal functions (src/backend/storage/ipc/signalfuncs.c).
 
 use super::backends::{Backends, Signal};
-use super::expr::as_int;
-use super::types::{codes, SqlError, SqlType, Value};
+use super::types::{as_int, codes, SqlError, SqlType, Value};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -239,3 +239,22 @@ pub mod codes {
     pub const DATA_CORRUPTED: &str = "XX001";
     pub const INTERNAL_ERROR: &str = "XX000";
 }
+
+/// An integer operand: text (an unknown-typed literal or parameter) is
+/// parsed as PostgreSQL would cast it.
+pub fn as_int(v: &Value) -> Result<Option<i64>, SqlError> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Int(x) => Ok(Some(*x)),
+        Value::Text(s) => s.trim().parse().map(Some).map_err(|_| {
+            SqlError::new(
+                codes::INVALID_TEXT_REPRESENTATION,
+                format!("invalid input syntax for type integer: \"{s}\""),
+            )
+        }),
+        _ => Err(SqlError::new(
+            codes::DATATYPE_MISMATCH,
+            "an integer was expected",
+        )),
+    }
+}
