@@ -51,6 +51,7 @@ pub mod db;
 mod engine;
 pub mod error;
 pub mod file;
+pub mod injected_panic;
 pub mod lab;
 pub mod latch_count;
 pub mod lock_table;

@@ -253,7 +253,7 @@ impl Iteration<'_> {
     /// attempt; else half the time) cuts the power at any of that
     /// opening's calls. True if it asked.
     fn maybe_switch(&mut self, first: bool) -> bool {
-        if !self.opts.has(Fault::Switch) || !self.rng.chance(0.5) {
+        if self.protection_fixed || !self.opts.has(Fault::Switch) || !self.rng.chance(0.5) {
             return false;
         }
         // Any other mode: into and out of each, double writes included

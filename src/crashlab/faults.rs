@@ -44,6 +44,8 @@ pub enum Extra {
     Enospc,
     Bitflip,
     Misdirect,
+    Panic,
+    AtomicRefused,
 }
 
 /// Picks this iteration's extra fault among those switched on (none in a
@@ -54,9 +56,13 @@ pub fn choose(it: &mut Iteration) -> Option<Extra> {
         (Fault::Enospc, Extra::Enospc),
         (Fault::Bitflip, Extra::Bitflip),
         (Fault::Misdirect, Extra::Misdirect),
+        (Fault::Panic, Extra::Panic),
+        (Fault::AtomicRefused, Extra::AtomicRefused),
     ]
     .into_iter()
     .filter(|(f, _)| it.opts.has(*f))
+    // The device can refuse RWF_ATOMIC only where the mode asks for it.
+    .filter(|(f, _)| *f != Fault::AtomicRefused || it.mode == TornPageProtection::Atomic)
     .map(|(_, e)| e)
     .collect();
     // A process crash comes on top of the others' odds: it ends in a

@@ -143,6 +143,9 @@ pub struct Iteration<'a> {
     /// A recovery asked for the other protection mode (`switch`): the
     /// iteration then works and crashes once more under it.
     pub switched: bool,
+    /// The scenario chose the protection of the openings to come
+    /// (`atomic_refused`): `switch` asks for no other.
+    pub protection_fixed: bool,
     /// What happened, step by step (reported with a failure).
     pub events: Vec<String>,
     /// Failures found on the way that do not end the iteration at once
@@ -211,6 +214,7 @@ impl<'a> Iteration<'a> {
             clock: Arc::new(StepClock::default()),
             options: base.options.clone(),
             switched: false,
+            protection_fixed: false,
             deferred: Vec::new(),
             events: Vec::new(),
         }

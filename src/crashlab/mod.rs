@@ -36,6 +36,7 @@ pub mod external;
 pub mod faults;
 pub mod iteration;
 pub mod oracle;
+pub mod panics;
 pub mod report;
 pub mod run;
 pub mod sim;
@@ -92,11 +93,42 @@ pub enum Fault {
     /// now and then, the next opening switches again or back, and the
     /// database then works under the new mode and loses power again.
     Switch,
+    /// A panic inside the engine's critical sections: between a WAL
+    /// reservation and its copy, at a WAL write or fsync (a flush
+    /// leader's), at a data, double-write or control file write. The
+    /// caller's call fails; after one in the WAL the engine must refuse
+    /// every commit; then the power fails and nothing acknowledged may be
+    /// missing.
+    Panic,
+    /// Under `atomic` (with `--atomic-page-writes`): the device stops
+    /// taking RWF_ATOMIC writes mid-workload (EOPNOTSUPP). The engine must
+    /// stop with a fatal error naming the unit and the file; after the
+    /// power cut, the opening asking for `double_writes` must recover
+    /// every acknowledged commit.
+    AtomicRefused,
 }
 
 impl Fault {
     /// Every fault, in documentation order.
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 13] = [
+        Fault::Drop,
+        Fault::Reorder,
+        Fault::Tear,
+        Fault::Eio,
+        Fault::Enospc,
+        Fault::Bitflip,
+        Fault::Misdirect,
+        Fault::Zero,
+        Fault::Unreadable,
+        Fault::ProcessCrash,
+        Fault::Switch,
+        Fault::Panic,
+        Fault::AtomicRefused,
+    ];
+    /// Every fault of power loss and storage, the laboratory's list before
+    /// the engine's own panics and refusals joined it: replays of seeds
+    /// found then draw with it.
+    pub const POWER_AND_STORAGE: [Fault; 11] = [
         Fault::Drop,
         Fault::Reorder,
         Fault::Tear,
@@ -130,6 +162,8 @@ impl Fault {
             Fault::Unreadable => "unreadable",
             Fault::ProcessCrash => "process_crash",
             Fault::Switch => "switch",
+            Fault::Panic => "panic",
+            Fault::AtomicRefused => "atomic_refused",
         }
     }
 }
@@ -431,7 +465,8 @@ mod tests {
     #[test]
     fn fault_lists_parse_and_unknown_names_are_named() {
         let all =
-            "drop,reorder,tear,eio,enospc,bitflip,misdirect,zero,unreadable,process_crash,switch";
+            "drop,reorder,tear,eio,enospc,bitflip,misdirect,zero,unreadable,process_crash,switch,\
+             panic,atomic_refused";
         assert_eq!(parse_faults(all).unwrap(), Fault::ALL.to_vec());
         assert_eq!(
             parse_faults(" tear , drop,tear").unwrap(),

@@ -74,6 +74,16 @@ pub struct FaultCounts {
     pub switches_recorded: u64,
     /// Switches recorded, by direction ("off -> double_writes").
     pub switches_by_direction: std::collections::BTreeMap<String, u64>,
+    /// Panics injected inside the engine (`panic`), by point; after how
+    /// many of them the engine refused the next commit (required after
+    /// those in the WAL).
+    pub panics: u64,
+    pub panics_by_point: std::collections::BTreeMap<String, u64>,
+    pub engine_stopped_after_panic: u64,
+    /// RWF_ATOMIC refused at run time (`atomic_refused`), and after how
+    /// many the engine refused the next commit (all must).
+    pub atomic_refusals: u64,
+    pub atomic_refusals_stopped: u64,
 }
 
 /// Everything one protection mode went through.
@@ -216,7 +226,7 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
     m.crashes_in_double_write_batch
         .add(&it.crashes_in_double_write_batch);
     let (f, g) = (&mut m.faults, &it.faults);
-    let pairs: [(&mut u64, u64); 21] = [
+    let pairs: [(&mut u64, u64); 25] = [
         (&mut f.process_crashes, g.process_crashes),
         (&mut f.protection_switches, g.protection_switches),
         (&mut f.crashes_in_switch, g.crashes_in_switch),
@@ -242,6 +252,13 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
             g.rows_wrong_after_lost_write,
         ),
         (&mut f.sectors_zeroed, g.sectors_zeroed),
+        (&mut f.panics, g.panics),
+        (
+            &mut f.engine_stopped_after_panic,
+            g.engine_stopped_after_panic,
+        ),
+        (&mut f.atomic_refusals, g.atomic_refusals),
+        (&mut f.atomic_refusals_stopped, g.atomic_refusals_stopped),
         (&mut f.sectors_unreadable, g.sectors_unreadable),
         (
             &mut f.wal_sectors_with_durable_data_lost,
@@ -253,6 +270,9 @@ pub(crate) fn merge(m: &mut ModeReport, it: &ModeReport) {
     }
     for (k, n) in &g.fsync_failures_by_file {
         *f.fsync_failures_by_file.entry(k.clone()).or_default() += n;
+    }
+    for (k, n) in &g.panics_by_point {
+        *f.panics_by_point.entry(k.clone()).or_default() += n;
     }
     for (k, n) in &g.switches_by_direction {
         *f.switches_by_direction.entry(k.clone()).or_default() += n;
@@ -456,6 +476,25 @@ fn mode_lines(m: &ModeReport, expected_miss: f64) -> String {
             f.crashes_in_switch,
             f.switches_recorded,
             by.join(", ")
+        ));
+    }
+    if f.panics > 0 {
+        let by: Vec<String> = f
+            .panics_by_point
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        s.push_str(&format!(
+            "  panics: {} injected ({}), engine stopped after {}\n",
+            f.panics,
+            by.join(", "),
+            f.engine_stopped_after_panic
+        ));
+    }
+    if f.atomic_refusals > 0 {
+        s.push_str(&format!(
+            "  RWF_ATOMIC refused at run time: {}, engine stopped after {}\n",
+            f.atomic_refusals, f.atomic_refusals_stopped
         ));
     }
     if f.fsync_failures > 0 {

@@ -122,6 +122,8 @@ impl Iteration<'_> {
         match extra {
             Some(Extra::Eio) => faults::fsync_eio(self, db, &tables)?,
             Some(Extra::Enospc) => faults::disk_full(self, db, &tables)?,
+            Some(Extra::Panic) => super::panics::injected_panic(self, db, &tables)?,
+            Some(Extra::AtomicRefused) => super::panics::atomic_refused(self, db, &tables)?,
             Some(Extra::ProcessCrash) => {
                 if !faults::process_crash(self, db, &tables)? {
                     return Ok(());

@@ -15,6 +15,7 @@ use crate::db::{key_u64, Database, Table};
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 use std::collections::BTreeSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 
 /// Accounts per part, and what each starts with.
@@ -164,96 +165,116 @@ pub fn run_txn(
     };
     let mut items = current_items(part);
     let mut touched = BTreeSet::new();
-    let body = (|| -> Result<std::result::Result<(), String>> {
-        for _ in 0..1 + rng.below(4) {
-            let roll = rng.below(100);
-            if roll < 40 {
-                let a = rng.below(ACCOUNTS_PER_PART);
-                let b = (a + 1 + rng.below(ACCOUNTS_PER_PART - 1)) % ACCOUNTS_PER_PART;
-                let mut rows = Vec::new();
-                for i in [a, b] {
-                    let key = (Tab::Accounts, i * parts as u64 + part.index as u64);
-                    let got = tx.get_for_update(&t.accounts, &key_u64(key.1))?;
-                    let want = txn
-                        .changes
-                        .iter()
-                        .rev()
-                        .find(|c| c.0 == key)
-                        .map(|c| c.1.as_ref());
-                    let want = want.unwrap_or_else(|| current(part, key));
-                    if got.as_ref() != want {
+    // A panic (one the laboratory injects inside the engine) is caught
+    // where the client would see its call fail: before the commit, the
+    // transaction cannot be there; in the commit, it may be.
+    let body = catch_unwind(AssertUnwindSafe(
+        || -> Result<std::result::Result<(), String>> {
+            for _ in 0..1 + rng.below(4) {
+                let roll = rng.below(100);
+                if roll < 40 {
+                    let a = rng.below(ACCOUNTS_PER_PART);
+                    let b = (a + 1 + rng.below(ACCOUNTS_PER_PART - 1)) % ACCOUNTS_PER_PART;
+                    let mut rows = Vec::new();
+                    for i in [a, b] {
+                        let key = (Tab::Accounts, i * parts as u64 + part.index as u64);
+                        let got = tx.get_for_update(&t.accounts, &key_u64(key.1))?;
+                        let want = txn
+                            .changes
+                            .iter()
+                            .rev()
+                            .find(|c| c.0 == key)
+                            .map(|c| c.1.as_ref());
+                        let want = want.unwrap_or_else(|| current(part, key));
+                        if got.as_ref() != want {
+                            return Ok(Err(format!(
+                                "account {} read back other bytes than its last commit wrote",
+                                key.1
+                            )));
+                        }
+                        let Some(d) = got
+                            .as_deref()
+                            .and_then(|g| decode_row(Tab::Accounts, key.1, g))
+                        else {
+                            return Ok(Err(format!("account {} is missing", key.1)));
+                        };
+                        rows.push((key, d.balance));
+                    }
+                    let amount = rng.below(200) as i64;
+                    for ((key, balance), delta) in rows.into_iter().zip([-amount, amount]) {
+                        let row =
+                            encode_row(Tab::Accounts, key.1, tag, balance + delta, ACCOUNT_FILLER);
+                        if !tx.update(&t.accounts, &key_u64(key.1), &row)? {
+                            return Ok(Err(format!("account {} vanished", key.1)));
+                        }
+                        txn.changes.retain(|c| c.0 != key);
+                        txn.changes.push((key, Some(row)));
+                    }
+                } else if roll < 65 && items.len() < 600 || items.len() < 20 {
+                    let k = part.next_item;
+                    part.next_item += 1 + rng.below(3);
+                    let row = encode_row(Tab::Items, k, tag, 0, item_filler(rng, page_size));
+                    tx.insert(&t.items, &key_u64(k), &row)?;
+                    txn.changes.push(((Tab::Items, k), Some(row)));
+                    touched.insert(k);
+                } else {
+                    let k = items[rng.below(items.len() as u64) as usize];
+                    if !touched.insert(k) {
+                        continue;
+                    }
+                    let found = if roll < 85 {
+                        let row = encode_row(Tab::Items, k, tag, 0, item_filler(rng, page_size));
+                        let found = tx.update(&t.items, &key_u64(k), &row)?;
+                        txn.changes.push(((Tab::Items, k), Some(row)));
+                        found
+                    } else {
+                        items.retain(|i| *i != k);
+                        txn.changes.push(((Tab::Items, k), None));
+                        tx.delete(&t.items, &key_u64(k))?
+                    };
+                    if !found {
                         return Ok(Err(format!(
-                            "account {} read back other bytes than its last commit wrote",
-                            key.1
+                            "item {k} vanished before its last commit deleted it"
                         )));
                     }
-                    let Some(d) = got
-                        .as_deref()
-                        .and_then(|g| decode_row(Tab::Accounts, key.1, g))
-                    else {
-                        return Ok(Err(format!("account {} is missing", key.1)));
-                    };
-                    rows.push((key, d.balance));
-                }
-                let amount = rng.below(200) as i64;
-                for ((key, balance), delta) in rows.into_iter().zip([-amount, amount]) {
-                    let row =
-                        encode_row(Tab::Accounts, key.1, tag, balance + delta, ACCOUNT_FILLER);
-                    if !tx.update(&t.accounts, &key_u64(key.1), &row)? {
-                        return Ok(Err(format!("account {} vanished", key.1)));
-                    }
-                    txn.changes.retain(|c| c.0 != key);
-                    txn.changes.push((key, Some(row)));
-                }
-            } else if roll < 65 && items.len() < 600 || items.len() < 20 {
-                let k = part.next_item;
-                part.next_item += 1 + rng.below(3);
-                let row = encode_row(Tab::Items, k, tag, 0, item_filler(rng, page_size));
-                tx.insert(&t.items, &key_u64(k), &row)?;
-                txn.changes.push(((Tab::Items, k), Some(row)));
-                touched.insert(k);
-            } else {
-                let k = items[rng.below(items.len() as u64) as usize];
-                if !touched.insert(k) {
-                    continue;
-                }
-                let found = if roll < 85 {
-                    let row = encode_row(Tab::Items, k, tag, 0, item_filler(rng, page_size));
-                    let found = tx.update(&t.items, &key_u64(k), &row)?;
-                    txn.changes.push(((Tab::Items, k), Some(row)));
-                    found
-                } else {
-                    items.retain(|i| *i != k);
-                    txn.changes.push(((Tab::Items, k), None));
-                    tx.delete(&t.items, &key_u64(k))?
-                };
-                if !found {
-                    return Ok(Err(format!(
-                        "item {k} vanished before its last commit deleted it"
-                    )));
                 }
             }
-        }
-        Ok(Ok(()))
-    })();
+            Ok(Ok(()))
+        },
+    ))
+    .unwrap_or_else(|panic| Err(panicked(panic)));
     match body {
         Err(e) => TxnEnd::Aborted(e),
         Ok(Err(wrong)) => TxnEnd::Wrong(wrong),
-        Ok(Ok(())) => match tx.commit() {
-            Ok(_) => {
+        Ok(Ok(())) => match catch_unwind(AssertUnwindSafe(|| tx.commit())) {
+            Err(panic) => {
+                part.in_flight(txn);
+                TxnEnd::InFlight(panicked(panic))
+            }
+            Ok(Ok(_)) => {
                 part.ack(txn);
                 TxnEnd::Committed
             }
-            Err(e) if e.is_fatal() => {
+            Ok(Err(e)) if e.is_fatal() => {
                 part.in_flight(txn);
                 TxnEnd::InFlight(e)
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 part.refuse(txn);
                 TxnEnd::Refused(e)
             }
         },
     }
+}
+
+/// A caught panic as the fatal error its caller is told of.
+pub fn panicked(panic: Box<dyn std::any::Any + Send>) -> Error {
+    let what = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic".into());
+    Error::Stopped(format!("panicked: {what}"))
 }
 
 /// Why a thread of the workload stopped early.
@@ -308,11 +329,15 @@ pub fn run_phase(
             // writer's round: dirty pages written early, between a commit
             // and its checkpoint. Either failing stops the part.
             let mut background = Ok(());
+            let guarded = |f: &mut dyn FnMut() -> Result<()>| {
+                catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(panicked(p)))
+            };
             if rng.chance(checkpoint_odds) {
-                background = db.checkpoint().map(|_| checkpoints += 1);
+                background = guarded(&mut || db.checkpoint().map(|_| checkpoints += 1));
             }
             if background.is_ok() && rng.chance(BGWRITER_ROUND_ODDS) {
-                background = crate::checkpoint::bgwriter::round(&db.engine).map(|_| ());
+                background =
+                    guarded(&mut || crate::checkpoint::bgwriter::round(&db.engine).map(|_| ()));
             }
             if let Err(error) = background {
                 stop.store(true, SeqCst);

@@ -48,6 +48,7 @@ use crate::file::{DirLock, FileKind, FileSystem, Issuer, OpenOptions};
 use crate::options::Options;
 use crate::protect::double_writes::DoubleWriteStats;
 use crate::recovery;
+use crate::settings::TornPageProtection;
 use crate::table::CATALOG_FILE_ID;
 use crate::wal::Wal;
 use directory::{wal_config, DATA_DIR, WAL_DIR};
@@ -116,6 +117,19 @@ pub(super) fn open(
     )?;
     let area_start = from_area.start();
     let nframes = (options.buffer_pool_size / settings.page_size as u64) as usize;
+    // The write path of recovery and its checkpoint: the control file's
+    // mode, but where `atomic` is left on files that no longer take it,
+    // the mode it switches to (after a crash, double writes: step 1). In
+    // place, those page writes could tear, and no image in the WAL
+    // written under `atomic` would repair them (the crash laboratory's
+    // `atomic_refused` found it).
+    let recovery_mode = match settings.torn_page_protection {
+        TornPageProtection::Atomic if !atomic_files => options
+            .creation
+            .torn_page_protection
+            .unwrap_or(TornPageProtection::DoubleWrites),
+        mode => mode,
+    };
     // The engine's, created before the write path that counts into them.
     let double_write_stats = Arc::new(DoubleWriteStats::default());
     let write_path = crate::protect::WritePathContext {
@@ -134,7 +148,7 @@ pub(super) fn open(
         settings.data_checksums,
         files.clone(),
         wal.clone() as Arc<dyn WalFlush>,
-        crate::protect::page_write_protection(settings.torn_page_protection, &write_path)?,
+        crate::protect::page_write_protection(recovery_mode, &write_path)?,
         Some(btree::validate_page),
     )?;
     pool.set_recovery(true);
@@ -192,7 +206,7 @@ pub(super) fn open(
     crate::txn::spilled::finish_committed(&engine)?;
     // 9.
     checkpoint::procedure::run(&engine, Reason::EndOfRecovery)?;
-    crate::protect::switch::after_end_of_recovery(&engine, &area_start)?;
+    crate::protect::switch::after_end_of_recovery(&engine, recovery_mode, &area_start)?;
     // 10.
     let background = checkpoint::background::spawn(engine.clone());
     Ok(Database {
@@ -221,7 +235,7 @@ fn settle_protection(
     mut options: Options,
 ) -> Result<(Options, bool)> {
     use crate::protect::atomic;
-    use crate::settings::TornPageProtection::Atomic;
+    use TornPageProtection::Atomic;
     let (data_dir, s) = (dir.join(DATA_DIR), &control.settings);
     // `atomic` asked of a database under it is checked once, below.
     let asked = options.creation.torn_page_protection;
@@ -241,7 +255,7 @@ fn settle_protection(
                 tracing::warn!(%why, "a database under atomic opened on files without atomic writes: shut down cleanly, so switching away is safe");
                 return Ok((options, false));
             }
-            if to == Some(crate::settings::TornPageProtection::DoubleWrites) {
+            if to == Some(TornPageProtection::DoubleWrites) {
                 tracing::warn!(%why, "a database under atomic opened on files without atomic writes: recovering under double_writes, whose page writes go through the double-write area");
                 return Ok((options, false));
             }

@@ -32,6 +32,12 @@
 //! before the control file names the mode; away from it, recovery has
 //! already restored what the area held, and the area is removed once the
 //! mode in force does not use it.
+//!
+//! One exception to step 1: `atomic` left on files that no longer take
+//! RWF_ATOMIC. Its recovery's page writes in place could tear with no
+//! image to repair them, so recovery and its checkpoint already write
+//! through the mode switched to (double writes after a crash), and the
+//! switch then only records it.
 
 use super::double_writes;
 use super::double_writes::recover::AreaStart;
@@ -46,7 +52,12 @@ use crate::settings::TornPageProtection;
 /// and only then puts it in force. A double-write area left by an earlier
 /// mode is removed once the mode in force does not use it (recovery has
 /// already restored what it held).
-pub(crate) fn after_end_of_recovery(engine: &Engine, start: &AreaStart) -> Result<()> {
+/// `in_force` is the mode of the write path recovery ran with.
+pub(crate) fn after_end_of_recovery(
+    engine: &Engine,
+    in_force: TornPageProtection,
+    start: &AreaStart,
+) -> Result<()> {
     let from = engine.protection();
     if let Some(to) = engine
         .options
@@ -54,7 +65,7 @@ pub(crate) fn after_end_of_recovery(engine: &Engine, start: &AreaStart) -> Resul
         .torn_page_protection
         .filter(|&to| to != from)
     {
-        switch(engine, from, to, start)?;
+        switch(engine, from, to, in_force, start)?;
     }
     if engine.protection() != TornPageProtection::DoubleWrites {
         let removed = engine.stop_if_fatal(double_writes::shard_file::remove_area(
@@ -76,10 +87,24 @@ fn switch(
     engine: &Engine,
     from: TornPageProtection,
     to: TornPageProtection,
+    in_force: TornPageProtection,
     start: &AreaStart,
 ) -> Result<()> {
     let checksums = engine.control.lock().settings.data_checksums;
     from.check_switch(to, checksums)?;
+    if in_force != to {
+        put_in_force(engine, to, start, checksums)?;
+    }
+    record(engine, from, to)
+}
+
+/// Replaces the pool's write path with `to`'s.
+fn put_in_force(
+    engine: &Engine,
+    to: TornPageProtection,
+    start: &AreaStart,
+    checksums: crate::settings::ChecksumAlgorithm,
+) -> Result<()> {
     // The write path first: with double writes the area exists before the
     // control file promises it. Nothing writes a page in between (no
     // background thread or caller runs yet).
@@ -113,6 +138,11 @@ fn switch(
             .set_atomic_page_writes(to == TornPageProtection::Atomic, Issuer::Recovery),
     )?;
     engine.pool.set_page_write_protection(new);
+    Ok(())
+}
+
+/// Records `to` in the control file, durably, then puts it in force.
+fn record(engine: &Engine, from: TornPageProtection, to: TornPageProtection) -> Result<()> {
     let mut control = engine.control.lock();
     // The checkpoint completed: the control file names its redo point and
     // says "in production". Anything else would switch over WAL written

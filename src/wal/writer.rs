@@ -90,6 +90,8 @@ pub struct Wal {
     space: reserve::Space,
     /// `wal_compression`: how [`Wal::insert`] compresses page images.
     image_compression: ImageCompression,
+    /// The crash laboratory's panic between a reservation and its copy.
+    copy_window_panic: crate::injected_panic::PanicPoint,
 }
 
 impl Wal {
@@ -180,11 +182,18 @@ impl Wal {
             counters: Counters::default(),
             space: reserve::Space::default(),
             image_compression: ImageCompression::None,
+            copy_window_panic: Default::default(),
         }
     }
 
     /// This writer compressing the page images it inserts with `codec`
     /// (`wal_compression`; none by default).
+    /// Where the crash laboratory injects a panic inside an insertion's
+    /// copy window (its space reserved, its bytes not yet copied).
+    pub fn copy_window_panic(&self) -> &crate::injected_panic::PanicPoint {
+        &self.copy_window_panic
+    }
+
     pub fn with_image_compression(mut self, codec: ImageCompression) -> Wal {
         self.image_compression = codec;
         self
@@ -255,6 +264,8 @@ impl Wal {
         let payload_crc = crc32c::crc32c(&payload);
         let copying = self.insertion_locks.mine();
         let place = self.reserve_record(&copying, total);
+        self.copy_window_panic
+            .pass("between a WAL reservation and its copy");
         let header = record_header(
             rec.kind as u8,
             rec.xid,

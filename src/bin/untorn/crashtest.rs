@@ -24,7 +24,7 @@ pub struct CrashTestArgs {
     #[arg(long, default_value_t = 4096)]
     sector_size: usize,
     /// Faults: drop, reorder, tear, eio, enospc, bitflip, misdirect, zero,
-    /// unreadable, process_crash, switch (or none).
+    /// unreadable, process_crash, switch, panic, atomic_refused (or none).
     #[arg(long, default_value = "drop,reorder,tear,process_crash")]
     faults: String,
     /// Page checksums: fnv or crc32c.

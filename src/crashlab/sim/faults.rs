@@ -48,6 +48,33 @@ pub struct FaultConfig {
     /// with EIO and the switch clears. Its name changes stay pending: a
     /// crash may still lose them.
     pub fail_sync_dir_after: Option<u64>,
+    /// `Some(at)`: the calls `at` names panic in the caller, at the
+    /// call (a bug in a layer below, met inside the engine's critical
+    /// sections); then the switch clears. Nothing of the call is done.
+    pub panic_at: Option<PanicAt>,
+}
+
+/// The call [`FaultConfig::panic_at`] panics at: the one after `after`
+/// more calls of kind `op` to files of kind `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PanicAt {
+    pub kind: FileKind,
+    pub op: TraceKind,
+    pub after: u64,
+}
+
+impl PanicAt {
+    /// Counts a call: true when it is the one to panic at.
+    pub(super) fn strikes(&mut self, kind: FileKind, op: TraceKind) -> bool {
+        if kind != self.kind || op != self.op {
+            return false;
+        }
+        if self.after == 0 {
+            return true;
+        }
+        self.after -= 1;
+        false
+    }
 }
 
 impl Default for FaultConfig {
@@ -61,6 +88,7 @@ impl Default for FaultConfig {
             lose_next_write: None,
             power_cut_after: None,
             fail_sync_dir_after: None,
+            panic_at: None,
         }
     }
 }

@@ -47,7 +47,7 @@ mod locks;
 pub use crash::{CrashConfig, CrashReport, DamagedUnit, SimImage, TornWrite};
 use dirs::DirOp;
 use faults::trace_op;
-pub use faults::{FaultConfig, TraceKind, TraceOp};
+pub use faults::{FaultConfig, PanicAt, TraceKind, TraceOp};
 
 #[cfg(test)]
 mod tests;
@@ -413,6 +413,18 @@ impl SimFile {
             ..trace_op(op, &self.path)
         };
         let mut st = self.shared.state.lock();
+        if st
+            .faults
+            .panic_at
+            .as_mut()
+            .is_some_and(|p| p.strikes(self.kind, op))
+        {
+            st.faults.panic_at = None;
+            drop(st);
+            let what = format!("{op:?} of {}", self.path.display());
+            crate::injected_panic::quiet_hook();
+            panic!("{}: {what}", crate::injected_panic::INJECTED);
+        }
         let res = f(&mut st, &mut t);
         st.log(t, &res);
         res

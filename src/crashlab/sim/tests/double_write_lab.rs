@@ -6,7 +6,7 @@ use crate::crashlab::{self, CrashTestOptions, Fault, ModeReport};
 use crate::protect::double_writes::ring::test_hooks::REUSE_TOO_EARLY;
 use crate::settings::TornPageProtection;
 
-const EVERY_FAULT: [Fault; 11] = Fault::ALL;
+const EVERY_FAULT: [Fault; 11] = Fault::POWER_AND_STORAGE;
 
 fn lab(faults: &[Fault], first: u64, iterations: u64, seed: u64) -> ModeReport {
     lab_with(faults, first, iterations, seed, false)

@@ -25,6 +25,8 @@ mod double_write_lab;
 mod double_write_restore;
 /// The engine's commits across crashes of the simulation.
 mod engine;
+/// The laboratory's faults inside the engine: panics, RWF_ATOMIC refused.
+mod engine_panics;
 /// Injected faults: fsync EIO, ENOSPC, bad sectors, misdirected and lost
 /// writes, bit flips, power cuts.
 mod faults;
