@@ -40,6 +40,7 @@ mod in_set;
 pub mod interrupt;
 pub mod limits;
 mod memory;
+mod or_chain;
 mod parse;
 mod parse_ddl;
 mod parse_select;

@@ -6,6 +6,7 @@
 use super::catalog::{column_of, scope_columns, Catalog, ColumnDef, TableMeta};
 use super::expr::{ident, object_name, table_factor, Scope};
 use super::limits::Limits;
+use super::or_chain::or_chains_as_in;
 use super::parse_ddl::{alter_table, create_index, create_table};
 use super::parse_select::select;
 use super::plan::{table_access, InsertSource, Plan};
@@ -275,7 +276,7 @@ fn update(
                 sc.type_of(&e, meta.def.columns[c].ty);
                 sets.push((c, e));
             }
-            let filter = sc.condition(up.selection.as_ref())?;
+            let filter = sc.condition(up.selection.as_ref())?.map(or_chains_as_in);
             let access = table_access(filter.as_ref(), &meta.def);
             Ok(Plan::Update {
                 table,
@@ -319,7 +320,7 @@ fn delete(
         sql,
         limits,
         |table, meta, sc| {
-            let filter = sc.condition(del.selection.as_ref())?;
+            let filter = sc.condition(del.selection.as_ref())?.map(or_chains_as_in);
             let access = table_access(filter.as_ref(), &meta.def);
             Ok(Plan::Delete {
                 table,

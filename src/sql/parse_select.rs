@@ -6,6 +6,7 @@ use super::catalog::Catalog;
 use super::expr::table_factor;
 use super::expr::{ident, object_name, Expr, Scope};
 use super::limits::Limits;
+use super::or_chain::or_chains_as_in;
 use super::plan::{default_name, in_access_order, table_access, Access, Item, Select};
 use super::types::{codes, Column, SqlError, SqlType};
 use sqlparser::ast;
@@ -137,7 +138,7 @@ pub(super) fn select(
     {
         return Err(ns());
     }
-    let filter = sc.condition(s.selection.as_ref())?;
+    let filter = sc.condition(s.selection.as_ref())?.map(or_chains_as_in);
     let mut order = Vec::new();
     if let Some(ob) = &q.order_by {
         let ast::OrderByKind::Expressions(exprs) = &ob.kind else {
