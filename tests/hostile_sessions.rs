@@ -113,3 +113,69 @@ fn pg_cancel_backend_stops_the_running_statement_and_the_session_goes_on() {
     assert_eq!(psql(port, "select pg_cancel_backend(-7)"), "f");
     assert!(serve.stop().success());
 }
+
+/// The messages a start-up with `pairs` gets, up to ReadyForQuery or the
+/// connection's end.
+fn start_up(port: u16, pairs: &[&str]) -> (Raw, Vec<(u8, Vec<u8>)>) {
+    let mut raw = Raw::open(port);
+    let mut all = vec!["user", "raw", "database", "raw"];
+    all.extend_from_slice(pairs);
+    raw.startup(&all);
+    let mut got = Vec::new();
+    while let Some((kind, body)) = raw.message() {
+        got.push((kind, body));
+        if kind == b'Z' {
+            break;
+        }
+    }
+    (raw, got)
+}
+
+/// Issue 56, item 11 and the minor list: `client_encoding` other than
+/// UTF8 was ignored (LATIN1 text stored as if UTF-8), and so was the
+/// start-up packet's `options` (`-c statement_timeout=...`). Now options
+/// set the session as SET would, and what the server cannot honour is
+/// refused at start-up, naming it.
+#[test]
+fn start_up_settings_are_honoured_or_refused_by_name() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    psql(port, "create table big (id int primary key)");
+    let (mut raw, got) = start_up(port, &["options", "-c statement_timeout=300"]);
+    assert_eq!(got.last().map(|m| m.0), Some(b'Z'), "{got:?}");
+    let r = raw.query(ENDLESS_LOAD);
+    assert_eq!(r.codes, ["57014"], "{r:?}");
+    assert!(r.messages[0].contains("statement timeout"), "{r:?}");
+
+    for (pairs, code, names) in [
+        (["client_encoding", "LATIN1"], "0A000", "LATIN1"),
+        (["client_encoding", "klingon"], "22023", "klingon"),
+        (["options", "-c search_path=app"], "0A000", "search_path"),
+        (["options", "-c statement_timeout=soon"], "22023", "soon"),
+    ] {
+        let (_, got) = start_up(port, &pairs);
+        let errors = errors(&got);
+        assert_eq!(
+            errors,
+            [("FATAL".to_string(), code.to_string())],
+            "{pairs:?}: {got:?}"
+        );
+        let message = got
+            .iter()
+            .find(|m| m.0 == b'E')
+            .map(|m| error_field(&m.1, b'M').unwrap());
+        assert!(
+            message.as_ref().is_some_and(|m| m.contains(names)),
+            "{pairs:?}: {message:?}"
+        );
+    }
+    // SQL_ASCII (psql's in the C locale) is served, and said back.
+    let (mut raw, got) = start_up(port, &["client_encoding", "sql_ascii"]);
+    let status = got
+        .iter()
+        .any(|(k, b)| *k == b'S' && b.starts_with(b"client_encoding\0SQL_ASCII\0"));
+    assert!(status, "{got:?}");
+    assert!(raw.query("set client_encoding = 'UTF8'").codes.is_empty());
+    assert_eq!(raw.query("set client_encoding = 'LATIN1'").codes, ["0A000"]);
+    assert!(serve.stop().success());
+}

@@ -5,6 +5,7 @@
 //! contended; it exists because pgwire's handlers take `&self`.
 
 use super::codec;
+use crate::sql::settings_at_start::options;
 use crate::sql::{codes, Outcome, Prepared, Session, SqlError, SqlType, TxStatus, Value};
 use async_trait::async_trait;
 use futures::{stream, Sink, SinkExt};
@@ -82,7 +83,18 @@ impl Connection {
         use std::sync::atomic::Ordering::Relaxed;
         if !self.enlisted.swap(true, Relaxed) {
             let (p, key) = client.pid_and_secret_key();
-            self.session.lock().enlist(p, key.to_bytes().to_vec());
+            let mut session = self.session.lock();
+            session.enlist(p, key.to_bytes().to_vec());
+            // The start-up packet's options (checked at start-up) set
+            // the session as its SETs would, before its first statement.
+            let given = client.metadata().get("options").cloned();
+            for set in given.and_then(|o| options(&o).ok()).unwrap_or_default() {
+                for r in session.simple_query(&set) {
+                    if let Err(e) = r {
+                        tracing::warn!("backend {p}: start-up option {set:?} failed: {e}");
+                    }
+                }
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! Connection start-up: authentication (trust on loopback, SCRAM-SHA-256
 //! otherwise) and the ParameterStatus set PostgreSQL 15 sends.
 
+use crate::sql::settings_at_start::{client_encoding, options};
 use async_trait::async_trait;
 use futures::Sink;
 use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
@@ -45,6 +46,11 @@ impl ServerParameterProvider for Parameters {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         let echo = |key: &str| meta.get(key).cloned().unwrap_or_default();
+        // As asked (checked at start-up), by its canonical name.
+        let encoding = meta.get("client_encoding").map(|e| client_encoding(e));
+        if let Some(Ok(name)) = encoding {
+            p.insert("client_encoding".into(), name.into());
+        }
         p.insert("application_name".into(), echo("application_name"));
         p.insert("session_authorization".into(), echo("user"));
         Some(p)
@@ -105,13 +111,30 @@ impl StartupHandler for Startup {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         if let PgWireFrontendMessage::Startup(ref startup) = message {
+            let fatal = |code: &str, message: String| {
+                PgWireError::UserError(Box::new(ErrorInfo::new(
+                    "FATAL".into(),
+                    code.into(),
+                    message,
+                )))
+            };
             // As PostgreSQL: a user name is required (any, with trust).
             if startup.parameters.get("user").is_none_or(|u| u.is_empty()) {
-                return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
-                    "FATAL".into(),
-                    "28000".into(),
+                return Err(fatal(
+                    "28000",
                     "no PostgreSQL user name specified in startup packet".into(),
-                ))));
+                ));
+            }
+            // What the session is to be set to: refused here, not ignored
+            // (settings_at_start); the options are applied at its first
+            // statement.
+            let given = |key: &str| startup.parameters.get(key);
+            let checked = given("client_encoding")
+                .map(|e| client_encoding(e).map(|_| ()))
+                .transpose()
+                .and_then(|_| given("options").map(|o| options(o).map(|_| ())).transpose());
+            if let Err(e) = checked {
+                return Err(fatal(e.code, e.message));
             }
         }
         match self {

@@ -52,6 +52,7 @@ mod session;
 mod session_copy;
 mod session_cursor;
 mod session_ddl;
+pub mod settings_at_start;
 mod sort;
 mod source;
 #[cfg(test)]

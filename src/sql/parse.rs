@@ -100,6 +100,23 @@ pub fn plan(
                 timeout: timeout(&values[0], &name, sql)?,
             }
         }
+        Statement::Set(ast::Set::SingleAssignment {
+            scope: None | Some(ast::ContextModifier::Session),
+            hivevar: false,
+            variable,
+            values,
+        }) if values.len() == 1 && object_name(variable, sql)? == "client_encoding" => {
+            let name = match &values[0] {
+                ast::Expr::Value(v) => match &v.value {
+                    ast::Value::SingleQuotedString(s) => s.clone(),
+                    _ => return Err(ns()),
+                },
+                ast::Expr::Identifier(i) => i.value.clone(),
+                _ => return Err(ns()),
+            };
+            super::settings_at_start::client_encoding(&name)?;
+            Plan::Noop("SET")
+        }
         Statement::CreateTable(ct) => create_table(ct, sql, limits)?,
         Statement::Drop {
             object_type: ast::ObjectType::Table,
@@ -177,30 +194,7 @@ fn timeout(
         },
         _ => return Err(SqlError::not_supported(sql)),
     };
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, unit) = (&t[..split], t[split..].trim());
-    let per_unit_us: u64 = match unit {
-        "us" => 1,
-        "" | "ms" => 1_000,
-        "s" => 1_000_000,
-        "min" => 60_000_000,
-        "h" => 3_600_000_000,
-        "d" => 86_400_000_000,
-        _ => 0,
-    };
-    let us = number
-        .parse::<u64>()
-        .ok()
-        .filter(|_| per_unit_us > 0)
-        .and_then(|n| n.checked_mul(per_unit_us))
-        .ok_or_else(|| {
-            SqlError::new(
-                codes::INVALID_PARAMETER_VALUE,
-                format!("invalid value for parameter \"{name}\": \"{text}\""),
-            )
-        })?;
-    Ok((us > 0).then_some(std::time::Duration::from_micros(us)))
+    super::settings_at_start::timeout(&text, name)
 }
 
 fn targets(
