@@ -72,9 +72,14 @@ impl PanicPoint {
 }
 
 /// Installs, once, a panic hook that stays silent for injected panics
-/// and hands every other panic to the hook before it.
+/// and hands every other panic to the hook before it. With
+/// `UNTORN_SHOW_INJECTED_PANICS` set, injected ones are shown too (with
+/// `RUST_BACKTRACE=1`, where they struck).
 pub fn quiet_hook() {
     static ONCE: Once = Once::new();
+    if std::env::var_os("UNTORN_SHOW_INJECTED_PANICS").is_some() {
+        return;
+    }
     ONCE.call_once(|| {
         let before = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {

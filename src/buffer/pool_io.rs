@@ -258,6 +258,12 @@ impl BufferPool {
         if self.is_poisoned() {
             return Err(self.stopped());
         }
+        // A panic while pages are on their way out (a bug below, met
+        // inside a write) leaves their frames' state and the writes'
+        // accounting unknown: the pool stops, as after a failed fsync, and
+        // recovery from the WAL decides (the crash laboratory's `panic`
+        // found a commit acknowledged after one lost at the power cut).
+        let _unwinding_stops = super::CriticalSection::new(self);
         // One writer per frame at a time, taken in frame order so two
         // batches cannot wait for each other.
         let mut order: Vec<usize> = idxs.to_vec();

@@ -146,12 +146,14 @@ pub fn options(text: &str) -> Result<Vec<String>, SqlError> {
             }
             w if w.starts_with("-c") => w[2..].to_string(),
             w if w.starts_with("--") => w[2..].to_string(),
-            w => return Err(SqlError::new(
-                codes::FEATURE_NOT_SUPPORTED,
-                format!(
+            w => {
+                return Err(SqlError::new(
+                    codes::FEATURE_NOT_SUPPORTED,
+                    format!(
                     "option \"{w}\" in the start-up packet is not supported: only -c name=value"
                 ),
-            )),
+                ))
+            }
         };
         i += 1;
         let Some((name, value)) = pair.split_once('=') else {
