@@ -117,6 +117,22 @@ pub fn plan(
             super::settings_at_start::client_encoding(&name)?;
             Plan::Noop("SET")
         }
+        Statement::Set(ast::Set::SingleAssignment {
+            scope: None | Some(ast::ContextModifier::Session),
+            hivevar: false,
+            variable,
+            values,
+        }) if values.len() == 1 && object_name(variable, sql)? == "work_mem" => {
+            let text = match &values[0] {
+                ast::Expr::Value(v) => match &v.value {
+                    ast::Value::Number(n, _) => n.clone(),
+                    ast::Value::SingleQuotedString(s) => s.clone(),
+                    _ => return Err(ns()),
+                },
+                _ => return Err(ns()),
+            };
+            Plan::SetWorkMem(super::settings_at_start::work_mem(&text)?)
+        }
         Statement::CreateTable(ct) => create_table(ct, sql, limits)?,
         Statement::Drop {
             object_type: ast::ObjectType::Table,

@@ -26,6 +26,8 @@ pub enum Plan {
         in_block: bool,
         timeout: Option<std::time::Duration>,
     },
+    /// `SET work_mem`: the session's sort budget, in bytes.
+    SetWorkMem(usize),
     CreateTable {
         name: String,
         columns: Vec<ColumnDef>,

@@ -98,6 +98,7 @@ impl SqlEngine {
             statement_timeout: self.limits.statement_timeout,
             idle_in_block: self.limits.idle_in_transaction_session_timeout,
             idle_outside: self.limits.idle_session_timeout,
+            work_mem: self.limits.work_mem,
             local_timeout: None,
             timeout_before_block: None,
             copy: None,
@@ -146,6 +147,8 @@ pub struct Session {
     /// server's until SET changes them.
     idle_in_block: Option<std::time::Duration>,
     idle_outside: Option<std::time::Duration>,
+    /// work_mem: the server's until SET changes it (`sort`).
+    pub(super) work_mem: usize,
     /// SET LOCAL's statement_timeout, until the block ends.
     local_timeout: Option<Option<std::time::Duration>>,
     /// `statement_timeout` before the block's first SET: what a rollback
@@ -399,6 +402,10 @@ impl Session {
                     true => self.idle_in_block = *timeout,
                     false => self.idle_outside = *timeout,
                 }
+                cmd("SET")
+            }
+            Plan::SetWorkMem(bytes) => {
+                self.work_mem = *bytes;
                 cmd("SET")
             }
             Plan::Checkpoint => {

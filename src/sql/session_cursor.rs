@@ -60,7 +60,7 @@ impl Session {
         let env = FetchEnv {
             db: &engine.db,
             memory: &self.memory,
-            work_mem: engine.limits().work_mem,
+            work_mem: self.work_mem,
             max_rows: engine.limits().max_result_rows,
             session: super::functions::SessionView {
                 backends: &engine.backends,

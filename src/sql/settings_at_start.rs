@@ -7,7 +7,8 @@
 //! unicode) or SQL_ASCII (no conversion, as psql sends in the C locale);
 //! another encoding PostgreSQL knows is 0A000, as a conversion it lacks
 //! would be; a name it does not know is 22023. Options name settings SET
-//! can change (statement_timeout and the idle timeouts, client_encoding);
+//! can change (work_mem, statement_timeout, the idle timeouts and
+//! client_encoding);
 //! a few others are taken as their fixed values; anything else is 0A000
 //! at start-up, never ignored.
 
@@ -111,8 +112,44 @@ pub fn timeout(text: &str, name: &str) -> Result<Option<std::time::Duration>, Sq
     Ok((us > 0).then_some(std::time::Duration::from_micros(us)))
 }
 
+/// `work_mem` as PostgreSQL reads it: kilobytes, or a number with a unit
+/// (`kB`, `MB`, `GB`, `TB`; `B`), from 64 kB to 2 GB; in bytes.
+pub fn work_mem(text: &str) -> Result<usize, SqlError> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = (&t[..split], t[split..].trim());
+    let per_unit: u64 = match unit {
+        "B" => 1,
+        "" | "kB" => 1 << 10,
+        "MB" => 1 << 20,
+        "GB" => 1 << 30,
+        "TB" => 1 << 40,
+        _ => 0,
+    };
+    let invalid = || {
+        SqlError::new(
+            codes::INVALID_PARAMETER_VALUE,
+            format!("invalid value for parameter \"work_mem\": \"{text}\""),
+        )
+    };
+    let bytes = number
+        .parse::<u64>()
+        .ok()
+        .filter(|_| per_unit > 0)
+        .and_then(|n| n.checked_mul(per_unit))
+        .ok_or_else(invalid)?;
+    if !(64 << 10..=2 << 30).contains(&bytes) {
+        return Err(SqlError::new(
+            codes::INVALID_PARAMETER_VALUE,
+            format!("{text} is outside the valid range for parameter \"work_mem\" (64kB .. 2GB)"),
+        ));
+    }
+    Ok(bytes as usize)
+}
+
 /// Settings an `options` string may name that SET changes.
 const SETTABLE: &[&str] = &[
+    "work_mem",
     "statement_timeout",
     "idle_in_transaction_session_timeout",
     "idle_session_timeout",
@@ -165,10 +202,10 @@ pub fn options(text: &str) -> Result<Vec<String>, SqlError> {
         // As PostgreSQL's ParseLongOption: dashes in the name are underscores.
         let name = name.replace('-', "_").to_lowercase();
         if SETTABLE.contains(&name.as_str()) {
-            if name == "client_encoding" {
-                client_encoding(value)?;
-            } else {
-                timeout(value, &name)?;
+            match name.as_str() {
+                "client_encoding" => drop(client_encoding(value)?),
+                "work_mem" => drop(work_mem(value)?),
+                _ => drop(timeout(value, &name)?),
             }
             sets.push(format!("SET {name} = '{}'", value.replace('\'', "''")));
         } else if !fixed(&name, value) {
@@ -209,6 +246,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn work_mem_reads_as_postgresql_reads_it() {
+        assert_eq!(work_mem("4096").unwrap(), 4 << 20);
+        assert_eq!(work_mem("64kB").unwrap(), 64 << 10);
+        assert_eq!(work_mem(" 2GB ").unwrap(), 2 << 30);
+        for bad in ["63kB", "3GB", "4 mb", "lots", "-1", ""] {
+            assert_eq!(work_mem(bad).unwrap_err().code, "22023", "{bad}");
+        }
+    }
+
+    #[test]
     fn encodings_are_utf8_sql_ascii_or_refused_by_kind() {
         for ok in ["UTF8", "utf-8", "Unicode", "UTF_8"] {
             assert_eq!(client_encoding(ok).unwrap(), "UTF8");
@@ -232,6 +279,11 @@ mod tests {
             ]
         );
         assert_eq!(options("-c client_encoding=UTF8").unwrap().len(), 1);
+        assert_eq!(
+            options("-c work_mem=64MB").unwrap(),
+            ["SET work_mem = '64MB'"]
+        );
+        assert_eq!(options("-c work_mem=1kB").unwrap_err().code, "22023");
         assert_eq!(
             options("-c client_encoding=LATIN1").unwrap_err().code,
             "0A000"

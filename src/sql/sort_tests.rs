@@ -142,3 +142,60 @@ fn a_malformed_run_record_is_an_error_not_a_panic() {
     bad[4] = 9;
     assert_eq!(decode(&bad).unwrap_err().code, "XX000");
 }
+
+/// `SET work_mem` is the session's sort budget: a sort that fits the
+/// server's 4 MB stays in memory, and after `SET work_mem = '64kB'` the
+/// same sort writes its runs to spill/ (seen while its portal is open,
+/// gone after). It was 0A000: only `--work-mem` set it, for everyone.
+#[test]
+fn set_work_mem_is_the_session_s_sort_budget() {
+    let (_dir, db) = db();
+    let db = std::sync::Arc::new(db);
+    let sql = crate::sql::SqlEngine::open(db.clone()).unwrap();
+    let mut s = sql.session();
+    let ok = |s: &mut crate::sql::Session, q: &str| {
+        s.simple_query(q)
+            .pop()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{q}: {e}"))
+    };
+    ok(&mut s, "create table t (id int primary key, v text)");
+    ok(
+        &mut s,
+        "insert into t select x, 'some row text' from generate_series(1, 5000) as x",
+    );
+    let spill = db.directory().join("spill");
+    let sort_files = || {
+        std::fs::read_dir(&spill)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("sort"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let sorting = |s: &mut crate::sql::Session| {
+        let p = s
+            .prepare("select id, v from t order by id desc", &[])
+            .unwrap();
+        let crate::sql::Outcome::Cursor { id, .. } = s.start(&p, &[]).unwrap() else {
+            panic!("a SELECT opens a cursor")
+        };
+        s.fetch(id, 1).unwrap();
+        let files = sort_files();
+        s.close_cursor(id);
+        files
+    };
+    assert_eq!(sorting(&mut s), 0, "5,000 rows fit 4 MB");
+    ok(&mut s, "set work_mem = '64kB'");
+    assert_eq!(sorting(&mut s), 1, "and spill past 64 kB");
+    assert_eq!(sort_files(), 0);
+    let e = s
+        .simple_query("set work_mem = '1kB'")
+        .pop()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.code, "22023", "{e}");
+    // Another session keeps the server's.
+    assert_eq!(sorting(&mut sql.session()), 0);
+}
