@@ -208,7 +208,15 @@ fn sigterm_stops_a_server_whose_connection_is_busy() {
     let status = serve.stop();
     assert!(status.success(), "{status:?}");
     let reply = raw.until_closed();
-    assert!(reply.iter().all(|(k, _)| *k == b'E'), "{reply:?}");
+    // The statement's 57P01, then the session's FATAL 57P01 as it ends.
+    let codes: Vec<String> = reply
+        .iter()
+        .filter(|(k, _)| *k == b'E')
+        .map(|(_, b)| error_field(b, b'C').unwrap())
+        .collect();
+    assert!(!codes.is_empty() && codes.iter().all(|c| c == "57P01"), "{reply:?}");
+    let last = reply.last().expect("an error before the end");
+    assert_eq!(error_field(&last.1, b'S').as_deref(), Some("FATAL"), "{reply:?}");
 }
 
 /// The statements up to Sync are one implicit transaction: an error

@@ -179,3 +179,28 @@ fn start_up_settings_are_honoured_or_refused_by_name() {
     assert_eq!(raw.query("set client_encoding = 'LATIN1'").codes, ["0A000"]);
     assert!(serve.stop().success());
 }
+
+/// SIGTERM closed every session without a word; PostgreSQL sends each a
+/// FATAL 57P01 first. Now an idle session and one in a block get it.
+#[test]
+fn a_shutdown_tells_each_session_57p01() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    psql(port, "create table acc (aid int primary key, bal int)");
+    let (mut idle, _) = Raw::connect_keyed(port);
+    let (mut in_block, _) = Raw::connect_keyed(port);
+    assert!(in_block.query("begin").codes.is_empty());
+    assert!(in_block
+        .query("insert into acc values (1, 1)")
+        .codes
+        .is_empty());
+    assert!(serve.stop().success());
+    for raw in [&mut idle, &mut in_block] {
+        let rest = raw.until_closed();
+        assert_eq!(
+            errors(&rest),
+            [("FATAL".into(), "57P01".into())],
+            "{rest:?}"
+        );
+    }
+}

@@ -111,6 +111,10 @@ pub struct Server {
 /// new connection or a stop may see.
 const ACCEPT_POLL: Duration = Duration::from_millis(5);
 
+/// How long a stop waits for connections to end by themselves, with
+/// their FATAL 57P01 sent, before it closes their sockets.
+const SHUTDOWN_FAREWELL: Duration = Duration::from_secs(1);
+
 /// How long a stop waits for connections to end: their statements check
 /// for it per row and while they wait for a row lock or the parse
 /// budget, so only a stuck thread takes longer.
@@ -175,8 +179,17 @@ impl Server {
                 Err(e) => tracing::warn!("connection from {peer} not served: {e}"),
             }
         }
-        for (s, interrupt) in self.open.lock().values() {
+        // Each connection is told first, so that it ends with the FATAL
+        // 57P01 PostgreSQL sends; those that have not ended by a moment
+        // later (mid-message, or stuck) have their sockets closed.
+        for (_, interrupt) in self.open.lock().values() {
             interrupt.shut_down();
+        }
+        let told = std::time::Instant::now() + SHUTDOWN_FAREWELL;
+        while threads.iter().any(|t| !t.is_finished()) && std::time::Instant::now() < told {
+            std::thread::sleep(ACCEPT_POLL);
+        }
+        for (s, _) in self.open.lock().values() {
             let _ = s.shutdown(Shutdown::Both);
         }
         let deadline = std::time::Instant::now() + SHUTDOWN_GRACE;

@@ -47,9 +47,14 @@ impl Interrupt {
             .compare_exchange(RUNNING, CANCELED, Ordering::SeqCst, Ordering::SeqCst);
     }
 
-    /// The server stops: this statement and every later one stop with 57P01.
+    /// The server stops: this statement and every later one stop with
+    /// 57P01, and the session's connection is told to end (it sends the
+    /// FATAL 57P01 PostgreSQL sends at a shutdown).
     pub fn shut_down(&self) {
         self.state.store(SHUTTING_DOWN, Ordering::SeqCst);
+        if let Some(wake) = self.on_terminate.get() {
+            wake();
+        }
     }
 
     /// pg_terminate_backend: this statement and every later one stop with
