@@ -58,6 +58,14 @@ pub fn fields(line: &[u8], want: usize) -> Result<Vec<Value>, SqlError> {
             }
             i += 1;
         }
+        // PostgreSQL's text cannot hold NUL: its COPY refuses it as it
+        // refuses any byte the encoding lacks.
+        if s.contains(&0) {
+            return Err(SqlError::new(
+                codes::CHARACTER_NOT_IN_REPERTOIRE,
+                "invalid byte sequence for encoding \"UTF8\": 0x00",
+            ));
+        }
         out.push(Value::Text(String::from_utf8(s).map_err(|e| {
             let b = e.as_bytes()[e.utf8_error().valid_up_to()];
             SqlError::new(
@@ -108,5 +116,16 @@ mod tests {
             fields(&l[1], 3).unwrap_err().code,
             codes::BAD_COPY_FILE_FORMAT
         );
+    }
+
+    /// A NUL byte in a field was stored (PostgreSQL's text cannot hold
+    /// one); now it is 22021, as bytes outside UTF-8 are.
+    #[test]
+    fn a_nul_byte_or_bytes_outside_utf8_are_22021() {
+        for line in [&b"1\ta\0b"[..], b"1\t\xff"] {
+            let e = fields(line, 2).unwrap_err();
+            assert_eq!(e.code, codes::CHARACTER_NOT_IN_REPERTOIRE, "{e}");
+        }
+        assert!(fields(b"1\ta\\0b", 2).is_ok(), "an escaped 0 is the digit");
     }
 }
