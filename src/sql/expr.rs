@@ -63,12 +63,26 @@ pub struct Scope<'a> {
     pub limits: &'a Limits,
 }
 
+/// The longest name, in bytes: PostgreSQL's NAMEDATALEN - 1.
+pub const MAX_IDENTIFIER_BYTES: usize = 63;
+
+/// A name as PostgreSQL reads it: folded to lower case unless quoted,
+/// and cut to 63 bytes at a character boundary (PostgreSQL says so in a
+/// NOTICE; a longer table name was an internal error here).
 pub fn ident(i: &ast::Ident) -> String {
-    if i.quote_style.is_some() {
+    let mut name = if i.quote_style.is_some() {
         i.value.clone()
     } else {
         i.value.to_lowercase()
+    };
+    if name.len() > MAX_IDENTIFIER_BYTES {
+        let mut end = MAX_IDENTIFIER_BYTES;
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        name.truncate(end);
     }
+    name
 }
 
 pub fn object_name(n: &ast::ObjectName, sql: &str) -> Result<String, SqlError> {

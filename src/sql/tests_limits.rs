@@ -428,6 +428,29 @@ fn an_or_chain_of_equalities_answers_as_its_in_list() {
     });
 }
 
+/// Names longer than 63 bytes are cut to 63 at a character boundary, as
+/// PostgreSQL cuts them: the long and the cut name name the same table
+/// and column. A 100-character table name was XX000 before.
+#[test]
+fn names_past_63_bytes_are_cut_as_postgresql_cuts_them() {
+    on_session_stack(Limits::default(), |s| {
+        let long = "t".repeat(100);
+        let col = format!("{}é", "c".repeat(62));
+        one(
+            s,
+            &format!("create table {long} (id int primary key, \"{col}x\" int)"),
+        )
+        .unwrap();
+        one(s, &format!("insert into {long} values (1, 7)")).unwrap();
+        let cut = &long[..63];
+        let col_cut = "c".repeat(62);
+        let sql = format!("select \"{col_cut}\" from {cut}");
+        assert_eq!(value(s, &sql), Value::Int(7));
+        let sql = format!("select count(*) from {}", "t".repeat(70));
+        assert_eq!(value(s, &sql), Value::Int(1));
+    });
+}
+
 /// A table of many wide columns: its definition takes several catalog
 /// rows, survives a reopening and later DDL, and goes whole with DROP;
 /// past PostgreSQL's 1,600 columns CREATE TABLE is 54011. One catalog
