@@ -214,9 +214,16 @@ fn sigterm_stops_a_server_whose_connection_is_busy() {
         .filter(|(k, _)| *k == b'E')
         .map(|(_, b)| error_field(b, b'C').unwrap())
         .collect();
-    assert!(!codes.is_empty() && codes.iter().all(|c| c == "57P01"), "{reply:?}");
+    assert!(
+        !codes.is_empty() && codes.iter().all(|c| c == "57P01"),
+        "{reply:?}"
+    );
     let last = reply.last().expect("an error before the end");
-    assert_eq!(error_field(&last.1, b'S').as_deref(), Some("FATAL"), "{reply:?}");
+    assert_eq!(
+        error_field(&last.1, b'S').as_deref(),
+        Some("FATAL"),
+        "{reply:?}"
+    );
 }
 
 /// The statements up to Sync are one implicit transaction: an error
