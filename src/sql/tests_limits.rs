@@ -194,7 +194,10 @@ fn set_statement_timeout_changes_the_session_s_limit() {
         assert_eq!(value(s, "select 3"), Value::Int(3));
         assert_eq!(code(s, "set statement_timeout = '5 parsecs'"), "22023");
         assert_eq!(code(s, "set search_path = app"), "0A000");
-        assert!(one(s, "set work_mem = 64").is_ok(), "64 kB, as PostgreSQL reads it");
+        assert!(
+            one(s, "set work_mem = 64").is_ok(),
+            "64 kB, as PostgreSQL reads it"
+        );
     });
 }
 
