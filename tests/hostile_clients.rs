@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::serve::{client, error_field, psql, Raw, Serve};
+use common::serve::{error_field, psql, psql_as, Raw, Serve};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -291,18 +291,8 @@ fn refusals_at_start_up_read_as_postgresql_s() {
     let serve = Serve::start(&["--max-connections", "1"]);
     let port = serve.port;
     let mut held = Raw::connect(port);
-    let mut c = client("psql");
-    c.args([
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-U",
-        "u",
-        "-d",
-        "u",
-    ])
-    .args(["-X", "-c", "select 1"]);
+    let mut c = psql_as(port, "u", "u");
+    c.args(["-c", "select 1"]);
     let out = c.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -329,10 +319,8 @@ fn a_failed_password_names_the_user() {
     let secret = dir.path().join("password");
     std::fs::write(&secret, "pencil\n").unwrap();
     let serve = Serve::start(&["--password-file", secret.to_str().unwrap()]);
-    let mut c = client("psql");
-    c.env("PGPASSWORD", "crayon")
-        .args(["-h", "127.0.0.1", "-p", &serve.port.to_string()])
-        .args(["-U", "alice", "-d", "u", "-X", "-w", "-c", "select 1"]);
+    let mut c = psql_as(serve.port, "alice", "u");
+    c.env("PGPASSWORD", "crayon").args(["-w", "-c", "select 1"]);
     let out = c.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::serve::{client, run, Serve};
+use common::serve::{psql_as, run, Serve};
 
 const TABLES: usize = 300;
 /// Fewer descriptors than tables: before, the CREATE TABLEs failed with
@@ -26,19 +26,9 @@ fn create_script() -> String {
 fn psql_script(port: u16, sql: &str) -> String {
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), sql).unwrap();
-    let mut c = client("psql");
-    c.args([
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-U",
-        "bench",
-        "-d",
-        "bench",
-    ])
-    .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
-    .arg(file.path());
+    let mut c = psql_as(port, "bench", "bench");
+    c.args(["-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(file.path());
     String::from_utf8(run(c).stdout).unwrap()
 }
 

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::serve::{client, psql, run, Raw, Serve};
+use common::serve::{client, psql, psql_as, run, Raw, Serve};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
@@ -176,19 +176,8 @@ fn bad_input_leaves_the_server_serving_and_no_half_transaction() {
     psql(port, "insert into t values (1, 10)");
 
     // An unknown statement: 0A000 with the statement quoted.
-    let mut c = client("psql");
-    c.args([
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-U",
-        "u",
-        "-d",
-        "u",
-        "-X",
-    ])
-    .args(["-c", "select * from t natural join t as u"]);
+    let mut c = psql_as(port, "u", "u");
+    c.args(["-c", "select * from t natural join t as u"]);
     let out = c.output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -253,12 +242,9 @@ fn passwords_are_required_off_loopback_and_checked_with_scram() {
     std::fs::write(&secret, "pencil\n").unwrap();
     let serve = Serve::start(&["--password-file", secret.to_str().unwrap()]);
     let attempt = |password: &str| {
-        let mut c = client("psql");
+        let mut c = psql_as(serve.port, "u", "u");
         c.env("PGPASSWORD", password)
-            .args(["-h", "127.0.0.1", "-p", &serve.port.to_string()])
-            .args([
-                "-U", "u", "-d", "u", "-X", "-w", "-A", "-t", "-c", "select 1",
-            ]);
+            .args(["-w", "-A", "-t", "-c", "select 1"]);
         c.output().unwrap()
     };
     let good = attempt("pencil");

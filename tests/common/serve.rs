@@ -124,20 +124,18 @@ pub fn run(mut c: Command) -> Output {
 
 /// psql's unaligned output of `sql`, which must succeed.
 pub fn psql(port: u16, sql: &str) -> String {
-    let mut c = client("psql");
-    c.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "bench"])
-        .args([
-            "-d",
-            "bench",
-            "-X",
-            "-A",
-            "-t",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            sql,
-        ]);
+    let mut c = psql_as(port, "bench", "bench");
+    c.args(["-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql]);
     String::from_utf8(run(c).stdout).unwrap().trim().to_string()
+}
+
+/// psql to the server at `port` as `user`, on database `db`, without
+/// a psqlrc (-X); the caller adds what to run.
+pub fn psql_as(port: u16, user: &str, db: &str) -> Command {
+    let mut c = client("psql");
+    c.args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-U", user, "-d", db, "-X"]);
+    c
 }
 
 /// What came back up to ReadyForQuery: the kinds of the messages, the
