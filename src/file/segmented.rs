@@ -130,7 +130,12 @@ impl SegmentedFile {
     /// or again after it was closed for the bound on open files.
     pub(super) fn segment(&self, segment: u64, create: bool) -> Result<Option<Arc<OpenSegment>>> {
         if let Some(Some(s)) = self.segments.read().get(segment as usize) {
-            s.last_use.store(self.open_files.now(), Ordering::Relaxed);
+            // Stored only when the clock moved: every page read of a hot
+            // segment would otherwise write the one cache line all readers share.
+            let now = self.open_files.now();
+            if s.last_use.load(Ordering::Relaxed) != now {
+                s.last_use.store(now, Ordering::Relaxed);
+            }
             return Ok(Some(s.clone()));
         }
         let opened = {

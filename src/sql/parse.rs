@@ -105,33 +105,21 @@ pub fn plan(
             hivevar: false,
             variable,
             values,
-        }) if values.len() == 1 && object_name(variable, sql)? == "client_encoding" => {
-            let name = match &values[0] {
-                ast::Expr::Value(v) => match &v.value {
-                    ast::Value::SingleQuotedString(s) => s.clone(),
-                    _ => return Err(ns()),
-                },
-                ast::Expr::Identifier(i) => i.value.clone(),
-                _ => return Err(ns()),
-            };
-            super::settings_at_start::client_encoding(&name)?;
-            Plan::Noop("SET")
-        }
-        Statement::Set(ast::Set::SingleAssignment {
-            scope: None | Some(ast::ContextModifier::Session),
-            hivevar: false,
-            variable,
-            values,
-        }) if values.len() == 1 && object_name(variable, sql)? == "work_mem" => {
-            let text = match &values[0] {
-                ast::Expr::Value(v) => match &v.value {
-                    ast::Value::Number(n, _) => n.clone(),
-                    ast::Value::SingleQuotedString(s) => s.clone(),
-                    _ => return Err(ns()),
-                },
-                _ => return Err(ns()),
-            };
-            Plan::SetWorkMem(super::settings_at_start::work_mem(&text)?)
+        }) if values.len() == 1
+            && matches!(
+                object_name(variable, sql)?.as_str(),
+                "client_encoding" | "work_mem"
+            ) =>
+        {
+            use super::settings_at_start::{client_encoding, work_mem};
+            if object_name(variable, sql)? == "client_encoding" {
+                let name = setting_text(&values[0], true).ok_or_else(ns)?;
+                client_encoding(&name)?;
+                Plan::Noop("SET")
+            } else {
+                let text = setting_text(&values[0], false).ok_or_else(ns)?;
+                Plan::SetWorkMem(work_mem(&text)?)
+            }
         }
         Statement::CreateTable(ct) => create_table(ct, sql, limits)?,
         Statement::Drop {
@@ -202,15 +190,22 @@ fn timeout(
     name: &str,
     sql: &str,
 ) -> Result<Option<std::time::Duration>, SqlError> {
-    let text = match value {
-        ast::Expr::Value(v) => match &v.value {
-            ast::Value::Number(n, _) => n.clone(),
-            ast::Value::SingleQuotedString(s) => s.clone(),
-            _ => return Err(SqlError::not_supported(sql)),
-        },
-        _ => return Err(SqlError::not_supported(sql)),
-    };
+    let text = setting_text(value, false).ok_or_else(|| SqlError::not_supported(sql))?;
     super::settings_at_start::timeout(&text, name)
+}
+
+/// A SET's value as text: a number or a quoted string, and with
+/// `identifiers` a bare word too (`SET client_encoding TO utf8`).
+fn setting_text(value: &ast::Expr, identifiers: bool) -> Option<String> {
+    match value {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) => Some(n.clone()),
+            ast::Value::SingleQuotedString(s) => Some(s.clone()),
+            _ => None,
+        },
+        ast::Expr::Identifier(i) if identifiers => Some(i.value.clone()),
+        _ => None,
+    }
 }
 
 fn targets(
