@@ -66,7 +66,6 @@ pub struct FetchEnv<'a> {
     pub db: &'a Database,
     pub memory: &'a Arc<ConnectionMemory>,
     pub work_mem: usize,
-    pub max_rows: usize,
     /// For the server's functions in the select list.
     pub session: super::functions::SessionView<'a>,
 }
@@ -129,7 +128,6 @@ impl Cursor {
             params: &self.params,
             now: self.now,
             watch,
-            max_rows: env.max_rows,
             session: Some(env.session),
         };
         let stmt = self.stmt.clone();

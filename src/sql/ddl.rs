@@ -85,7 +85,6 @@ fn rebuild(db: &Database, old: &Arc<TableMeta>, def: TableDef) -> Result<TableMe
         now: 0,
         watch: &UNWATCHED,
         // DDL copies a table in batches, holding none of it whole.
-        max_rows: usize::MAX,
         session: None,
     };
     let mut reader = db.begin_shared();
@@ -172,7 +171,6 @@ pub fn create_index(
         now: 0,
         watch: &UNWATCHED,
         // DDL copies a table in batches, holding none of it whole.
-        max_rows: usize::MAX,
         session: None,
     };
     let mut reader = db.begin_shared();

@@ -4,9 +4,10 @@ use super::catalog::{IndexDef, TableMeta};
 use super::coerce::store_value;
 use super::engine_err;
 use super::expr::{Ctx, Expr};
+use super::key_spool::KeySpool;
 use super::plan::Access;
-use super::row::{encode_key, encode_keys, encode_row, index_key};
-pub use super::source::{KeyedRow, Tx};
+use super::row::{decode_row, encode_key, encode_keys, encode_row, index_key};
+pub use super::source::Tx;
 use super::source::{Source, SCAN_CHUNK};
 use super::types::{codes, SqlError, Value};
 use crate::db::Database;
@@ -168,34 +169,45 @@ pub(super) fn too_many_rows(max_rows: usize) -> SqlError {
     )
 }
 
-/// The rows `filter` keeps among the access path's, each locked first
-/// (UPDATE, DELETE), so the filter sees the row as it is once the lock is
-/// held. All are read before any is changed: a change must not move a
-/// row ahead of the scan, to be read again. At most `max_result_rows`.
-fn matching(
+/// Calls `f` with each row `filter` keeps among the access path's, as
+/// the scan reads them, a batch at a time: each row is locked first
+/// (UPDATE, DELETE), so the filter sees the row as it is once the lock
+/// is held.
+fn for_each_match(
     tx: &mut Tx,
     meta: &Arc<TableMeta>,
     access: &Access,
     filter: Option<&Expr>,
     cx: &Ctx<'_>,
-) -> Result<Vec<KeyedRow>, SqlError> {
+    mut f: impl FnMut(&mut Tx, Vec<u8>, Vec<Value>) -> Result<(), SqlError>,
+) -> Result<(), SqlError> {
     let mut source = Source::open(meta, access, cx, true)?;
-    let mut kept = Vec::new();
     while !source.done() {
         for (key, row) in source.next_batch(tx, cx, SCAN_CHUNK)? {
             cx.watch.check()?;
             if filter.map_or(Ok(true), |f| f.holds(&row, cx))? {
-                kept.push((key, row));
+                f(tx, key, row)?;
             }
         }
-        if kept.len() > cx.max_rows {
-            return Err(too_many_rows(cx.max_rows));
-        }
     }
-    Ok(kept)
+    Ok(())
 }
 
-/// UPDATE: returns the rows changed.
+/// Whether changing the columns `sets` names can move a row ahead of
+/// the scan `access` makes: a primary-key column moves the row, an
+/// index's column its entry in that index.
+fn moves_rows_ahead(meta: &TableMeta, sets: &[(usize, Expr)], access: &Access) -> bool {
+    let changes = |cols: &[usize]| sets.iter().any(|(c, _)| cols.contains(c));
+    let pk_moves = meta.def.primary_key.as_ref().is_some_and(|k| changes(&k.0));
+    let index_moves =
+        matches!(access, Access::Index(i, _) if changes(&meta.def.indexes[*i].columns.0));
+    pk_moves || index_moves
+}
+
+/// UPDATE: returns the rows changed. Rows are changed as the scan reads
+/// them, unless a change could move a row ahead of the scan: then the
+/// keys of all it changes are set aside first (`key_spool`), within
+/// `work_mem`, and the rows read again by key.
 pub fn update(
     tx: &mut Tx,
     meta: &Arc<TableMeta>,
@@ -203,39 +215,70 @@ pub fn update(
     filter: Option<&Expr>,
     access: &Access,
     cx: &Ctx<'_>,
+    mut spool: KeySpool<'_>,
 ) -> Result<u64, SqlError> {
     let mut n = 0;
-    for (key, old) in matching(tx, meta, access, filter, cx)? {
-        let mut new = old.clone();
-        for (c, e) in sets {
-            new[*c] = store_value(e.eval(&old, cx)?, &meta.def.columns[*c])?;
-        }
-        let new_key = match &meta.def.primary_key {
-            Some(pk) if pk.0.iter().any(|&c| new[c] != old[c]) => row_key(meta, &new),
-            _ => key.clone(),
+    if !moves_rows_ahead(meta, sets, access) {
+        for_each_match(tx, meta, access, filter, cx, |tx, key, old| {
+            n += 1;
+            update_row(tx, meta, sets, key, old, cx)
+        })?;
+        return Ok(n);
+    }
+    for_each_match(tx, meta, access, filter, cx, |_, key, _| spool.push(key))?;
+    let mut keys = spool.finish();
+    while let Some(key) = keys.next_key()? {
+        cx.watch.check()?;
+        // Locked by the scan; no change of this statement reached it.
+        let Some(bytes) = tx.get(&meta.rows, &key).map_err(engine_err)? else {
+            continue;
         };
-        if new_key != key {
-            tx.delete(&meta.rows, &key).map_err(engine_err)?;
-            tx.insert(&meta.rows, &new_key, &encode_row(&meta.types, &new))
-                .map_err(|e| dup(e, meta, &new))?;
-        } else {
-            tx.update(&meta.rows, &key, &encode_row(&meta.types, &new))
-                .map_err(engine_err)?;
-        }
-        for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
-            if def.columns.0.iter().any(|&c| new[c] != old[c]) || new_key != key {
-                tx.delete(t, &index_entry(def, &old, &key))
-                    .map_err(engine_err)?;
-                tx.insert(t, &index_entry(def, &new, &new_key), b"")
-                    .map_err(engine_err)?;
-            }
-        }
+        let old = decode_row(&meta.types, &bytes)?;
+        update_row(tx, meta, sets, key, old, cx)?;
         n += 1;
     }
     Ok(n)
 }
 
-/// DELETE: returns the rows deleted.
+/// Changes the row keyed `key`, whose values are `old`, as `sets` say,
+/// and the index entries whose columns changed.
+fn update_row(
+    tx: &mut Tx,
+    meta: &TableMeta,
+    sets: &[(usize, Expr)],
+    key: Vec<u8>,
+    old: Vec<Value>,
+    cx: &Ctx<'_>,
+) -> Result<(), SqlError> {
+    let mut new = old.clone();
+    for (c, e) in sets {
+        new[*c] = store_value(e.eval(&old, cx)?, &meta.def.columns[*c])?;
+    }
+    let new_key = match &meta.def.primary_key {
+        Some(pk) if pk.0.iter().any(|&c| new[c] != old[c]) => row_key(meta, &new),
+        _ => key.clone(),
+    };
+    if new_key != key {
+        tx.delete(&meta.rows, &key).map_err(engine_err)?;
+        tx.insert(&meta.rows, &new_key, &encode_row(&meta.types, &new))
+            .map_err(|e| dup(e, meta, &new))?;
+    } else {
+        tx.update(&meta.rows, &key, &encode_row(&meta.types, &new))
+            .map_err(engine_err)?;
+    }
+    for (def, t) in meta.def.indexes.iter().zip(&meta.indexes) {
+        if def.columns.0.iter().any(|&c| new[c] != old[c]) || new_key != key {
+            tx.delete(t, &index_entry(def, &old, &key))
+                .map_err(engine_err)?;
+            tx.insert(t, &index_entry(def, &new, &new_key), b"")
+                .map_err(engine_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// DELETE: returns the rows deleted, each as the scan reads it (a
+/// deleted row is behind the scan, never ahead of it).
 pub fn delete(
     tx: &mut Tx,
     meta: &Arc<TableMeta>,
@@ -244,9 +287,9 @@ pub fn delete(
     cx: &Ctx<'_>,
 ) -> Result<u64, SqlError> {
     let mut n = 0;
-    for (key, old) in matching(tx, meta, access, filter, cx)? {
-        delete_row(tx, meta, &key, &old)?;
+    for_each_match(tx, meta, access, filter, cx, |tx, key, old| {
         n += 1;
-    }
+        delete_row(tx, meta, &key, &old)
+    })?;
     Ok(n)
 }

@@ -371,8 +371,6 @@ pub struct Ctx<'a> {
     pub now: i64,
     /// Whether the statement must stop; its loops check it per row.
     pub watch: &'a Watch<'a>,
-    /// Most rows a scan of the statement may hold (`max_result_rows`).
-    pub max_rows: usize,
     /// The session, for the server's functions; `None` where none may
     /// be called (DDL's own evaluation).
     pub session: Option<SessionView<'a>>,

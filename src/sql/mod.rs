@@ -38,6 +38,7 @@ mod functions;
 mod implicit;
 mod in_set;
 pub mod interrupt;
+mod key_spool;
 pub mod limits;
 mod memory;
 mod or_chain;
@@ -63,6 +64,8 @@ mod tests_bulk;
 mod tests_concurrent;
 #[cfg(test)]
 mod tests_ddl;
+#[cfg(test)]
+mod tests_dml;
 #[cfg(test)]
 mod tests_keys;
 #[cfg(test)]

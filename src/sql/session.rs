@@ -19,6 +19,7 @@ use super::engine_err;
 use super::exec::{self, Sink, Tx};
 use super::expr::{as_int, Ctx};
 use super::interrupt::Interrupt;
+use super::key_spool::KeySpool;
 use super::limits::Limits;
 use super::memory::{ConnectionMemory, ServerMemory};
 use super::parse::Prepared;
@@ -382,7 +383,6 @@ impl Session {
             params: &params,
             now: super::timestamp::now(),
             watch: &watch,
-            max_rows: eng.limits.max_result_rows,
             session: Some(super::functions::SessionView {
                 backends: &eng.backends,
                 pid: self.pid,
@@ -568,8 +568,10 @@ impl Session {
                 access,
             } => {
                 let meta = self.table(table)?;
+                let db = self.engine.db.clone();
+                let spool = KeySpool::new(&db, self.work_mem, self.memory.charge());
                 let n = self.with_tx(&stop, |tx| {
-                    exec::update(tx, &meta, sets, filter.as_ref(), access, &cx)
+                    exec::update(tx, &meta, sets, filter.as_ref(), access, &cx, spool)
                 })?;
                 cmd(&format!("UPDATE {n}"))
             }

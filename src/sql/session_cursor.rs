@@ -61,7 +61,6 @@ impl Session {
             db: &engine.db,
             memory: &self.memory,
             work_mem: self.work_mem,
-            max_rows: engine.limits().max_result_rows,
             session: super::functions::SessionView {
                 backends: &engine.backends,
                 pid: self.pid,

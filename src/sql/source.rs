@@ -1,6 +1,6 @@
 //! An access path's rows, read batch by batch: what a statement scans is
-//! never held whole unless the statement itself needs it whole (UPDATE
-//! and DELETE read their rows before changing any: `exec`).
+//! never held whole (UPDATE and DELETE change rows as they are read, or
+//! set their keys aside within work_mem first: `exec`, `key_spool`).
 //!
 //! Rules:
 //! - A key range (a primary-key range, an index prefix, a full scan) is
