@@ -1,7 +1,8 @@
 //! Issue 56, item 8: sessions that end. A session's statement could be
 //! stopped only by its own client's CancelRequest; nothing could end
 //! another session. pg_cancel_backend and pg_terminate_backend now do, as
-//! in PostgreSQL, whether the session is busy or idle in a block.
+//! in PostgreSQL, whether the session is busy or idle in a block; and a
+//! statement whose client vanished stops.
 
 mod common;
 
@@ -91,6 +92,43 @@ fn pg_terminate_backend_ends_an_idle_session_and_a_busy_one() {
     assert_eq!(psql(port, "select count(*) from big"), "0");
     // A pid no session has: false.
     assert_eq!(psql(port, "select pg_terminate_backend(-7)"), "f");
+    assert!(serve.stop().success());
+}
+
+/// A client that vanished mid-statement: its statement went on with its
+/// row locks until it ended by itself (here: never, as it waits for a
+/// lock an open block holds). Now the statement asks whether its client
+/// is still there at its next probe (a lock wait's look, every 1,024
+/// rows of work) and stops, its session rolled back.
+#[test]
+fn a_vanished_client_s_statement_stops_and_its_locks_go() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    psql(port, "create table acc (aid int primary key, bal int)");
+    psql(
+        port,
+        "insert into acc select x, 1 from generate_series(1, 10) as x",
+    );
+    let mut holder = Raw::connect(port);
+    assert!(holder.query("begin").codes.is_empty());
+    assert!(holder
+        .query("update acc set bal = 0 where aid = 10")
+        .codes
+        .is_empty());
+    // Locks rows 1..9, then waits for row 10; its client goes at once
+    // (whether the statement started yet or not, the server reads it).
+    let mut vanisher = Raw::connect(port);
+    vanisher.send(b'Q', b"update acc set bal = bal + 1\0");
+    std::thread::sleep(Duration::from_millis(200));
+    drop(vanisher);
+    // Row 1 is free again: before, this waited out its timeout (57014).
+    psql(
+        port,
+        "set statement_timeout = 20000; update acc set bal = bal + 100 where aid = 1",
+    );
+    assert!(holder.query("rollback").codes.is_empty());
+    assert_eq!(psql(port, "select bal from acc where aid = 1"), "101");
+    assert_eq!(psql(port, "select sum(bal) from acc where aid > 1"), "9");
     assert!(serve.stop().success());
 }
 

@@ -89,9 +89,9 @@ impl Default for ServerConfig {
     }
 }
 
-/// The open connections by id: each one's socket and its session's
-/// interrupt, so a stop can end them.
-type Open = Arc<Mutex<HashMap<u64, (TcpStream, Arc<Interrupt>)>>>;
+/// The open connections by id: each one's socket (a second handle on
+/// it, `spawn`) and its session's interrupt, so a stop can end them.
+type Open = Arc<Mutex<HashMap<u64, (Arc<TcpStream>, Arc<Interrupt>)>>>;
 
 /// A bound server: `run` serves until told to stop.
 pub struct Server {
@@ -217,11 +217,14 @@ impl Server {
         stream.set_nodelay(true)?;
         keepalive(&stream)?;
         stream.set_nonblocking(true)?;
-        let spare = stream.try_clone()?;
+        // One more handle on the socket, for what is not the protocol
+        // loop's: a stop's shutdown, a panic's FATAL, the client probe.
+        let side = Arc::new(stream.try_clone()?);
         let session = self.sql.session();
-        self.open
-            .lock()
-            .insert(id, (stream.try_clone()?, session.interrupt()));
+        let interrupt = session.interrupt();
+        let probed = side.clone();
+        interrupt.on_client_check(move || client_gone(&probed));
+        self.open.lock().insert(id, (side.clone(), interrupt));
         let slot = Slot {
             open: self.open.clone(),
             id,
@@ -239,18 +242,18 @@ impl Server {
             .stack_size(self.sql.limits().stack_bytes())
             .spawn(move || {
                 let _slot = slot;
-                guarded(id, spare, &conn, || serve_connection(stream, handlers));
+                guarded(id, &side, &conn, || serve_connection(stream, handlers));
             })
     }
 }
 
 /// Runs `serve` (connection `id`'s protocol loop) as a fault boundary: a
-/// panic in it ends the connection with a FATAL XX000 on `spare` (the
+/// panic in it ends the connection with a FATAL XX000 on `side` (the
 /// connection's socket), and however it ends, `conn`'s session rolls back
 /// what it left open.
 fn guarded(
     id: u64,
-    spare: TcpStream,
+    side: &TcpStream,
     conn: &Connection,
     serve: impl FnOnce() -> std::io::Result<()>,
 ) {
@@ -261,7 +264,7 @@ fn guarded(
             let what = panic_message(panic.as_ref());
             tracing::error!("connection {id} ended by a panic: {what}");
             let message = format!("internal error, connection ended: {what}");
-            send_fatal(spare, crate::sql::codes::INTERNAL_ERROR, &message);
+            send_fatal(side, crate::sql::codes::INTERNAL_ERROR, &message);
         }
     }
     if catch_unwind(AssertUnwindSafe(|| conn.close())).is_err() {
@@ -349,12 +352,12 @@ static REFUSING: AtomicUsize = AtomicUsize::new(0);
 fn refuse_busy(stream: TcpStream) {
     if REFUSING.fetch_add(1, Ordering::SeqCst) >= REFUSING_MAX {
         REFUSING.fetch_sub(1, Ordering::SeqCst);
-        send_fatal(stream, "53300", "sorry, too many clients already");
+        send_fatal(&stream, "53300", "sorry, too many clients already");
         return;
     }
     let refuse = move || {
         negotiate_until_startup(&stream);
-        send_fatal(stream, "53300", "sorry, too many clients already");
+        send_fatal(&stream, "53300", "sorry, too many clients already");
         REFUSING.fetch_sub(1, Ordering::SeqCst);
     };
     if std::thread::Builder::new().spawn(refuse).is_err() {
@@ -389,13 +392,29 @@ fn negotiate_until_startup(mut stream: &TcpStream) {
 
 /// Ends a connection with a FATAL ErrorResponse, as PostgreSQL refuses
 /// one over max_connections.
-fn send_fatal(mut stream: TcpStream, code: &str, message: &str) {
+fn send_fatal(mut stream: &TcpStream, code: &str, message: &str) {
     let info = ErrorInfo::new("FATAL".into(), code.into(), message.into());
     let mut msg = bytes::BytesMut::new();
     if ErrorResponse::from(info).encode(&mut msg).is_ok() {
         let _ = stream.set_nonblocking(false);
         let _ = stream.write_all(&msg);
     }
+}
+
+/// Whether a client's socket says the client has gone: its peer closed
+/// its side or reset it (poll(2) with POLLRDHUP, as PostgreSQL's
+/// client_connection_check_interval asks). Never waits; bytes the client
+/// sent ahead do not count as gone.
+fn client_gone(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a zero timeout.
+    let n = unsafe { libc::poll(&mut fd, 1, 0) };
+    n > 0 && fd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// One connection's handlers, as pgwire asks for them.
@@ -464,15 +483,15 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server_side, _) = listener.accept().unwrap();
+        let server_side = Arc::new(server_side);
         let open = Arc::new(Mutex::new(HashMap::new()));
         let interrupt = Arc::new(Interrupt::default());
-        open.lock()
-            .insert(7, (server_side.try_clone().unwrap(), interrupt));
+        open.lock().insert(7, (server_side.clone(), interrupt));
         let slot = Slot {
             open: open.clone(),
             id: 7,
         };
-        guarded(7, server_side, &conn, || panic!("boom"));
+        guarded(7, &server_side, &conn, || panic!("boom"));
         drop(slot);
         assert!(open.lock().is_empty(), "the slot was kept");
         let mut reply = Vec::new();

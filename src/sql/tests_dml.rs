@@ -2,11 +2,12 @@
 //! them, within bounded memory (before, every row was read into memory
 //! first, up to max_result_rows, 54000 past it), each row changed once
 //! even where the change moves it ahead of the scan (the Halloween
-//! problem).
+//! problem), and a statement whose client has gone stops.
 
-use super::tests_concurrent::{ok, rows};
+use super::tests_concurrent::{ok, rows, run};
 use super::*;
 use crate::{Database, Options};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// An engine whose scans may hold at most 100 rows.
@@ -131,4 +132,26 @@ fn a_moving_update_past_work_mem_spills_its_keys_and_removes_the_file() {
             .all(|n| !n.to_string_lossy().starts_with("sort.")),
         "{left:?}"
     );
+}
+
+/// A statement whose client has gone stops at its next probe with
+/// 08006, its changes undone; so does every later statement.
+#[test]
+fn an_update_whose_client_has_gone_stops_and_changes_nothing() {
+    let (_dir, e) = open();
+    let mut s = e.session();
+    ok(&mut s, "create table t (id int primary key, v int)");
+    let load = format!("insert into t select x, 0 from generate_series(1, {ROWS}) as x");
+    ok(&mut s, &load);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let a = asked.clone();
+    // Gone from the third ask on: in the middle of the UPDATE.
+    s.interrupt()
+        .on_client_check(move || a.fetch_add(1, Ordering::SeqCst) >= 2);
+    let e1 = run(&mut s, "update t set v = 1").unwrap_err();
+    assert_eq!(e1.code, "08006", "{e1}");
+    assert!(asked.load(Ordering::SeqCst) >= 3);
+    assert_eq!(run(&mut s, "select 1").unwrap_err().code, "08006");
+    let mut other = e.session();
+    assert_eq!(int(&mut other, "select sum(v) from t"), 0);
 }
