@@ -11,7 +11,7 @@ use super::expr::Ctx;
 use super::interrupt::UNWATCHED;
 use super::plan::Access;
 use super::row::index_key;
-use super::source::{Source, SCAN_CHUNK};
+use super::source::{KeyedRow, Source, SCAN_CHUNK};
 use super::types::{codes, SqlError};
 use crate::db::Database;
 use std::sync::Arc;
@@ -173,19 +173,34 @@ pub fn create_index(
         // DDL copies a table in batches, holding none of it whole.
         session: None,
     };
+    // The entries go to the index a scan batch at a time, as they are
+    // read: nothing holds the table whole (before, every row was read
+    // into memory first). A read error ends the entries, and the build.
     let mut reader = db.begin_shared();
-    let built = (|| {
-        // The entries are loaded sorted, all at once.
-        let mut source = Source::open(&old, &Access::Full, &cx, false)?;
-        let mut rows = Vec::new();
-        while !source.done() {
-            rows.extend(source.next_batch(&mut reader, &cx, SCAN_CHUNK)?);
+    let mut source = Some(Source::open(&old, &Access::Full, &cx, false)?);
+    let mut batch: std::vec::IntoIter<KeyedRow> = Vec::new().into_iter();
+    let mut failed = None;
+    let entries = std::iter::from_fn(|| loop {
+        if let Some((k, r)) = batch.next() {
+            return Some((
+                index_key(columns.iter().map(|&c| &r[c]), &k),
+                Vec::<u8>::new(),
+            ));
         }
-        let entries = rows
-            .iter()
-            .map(|(k, r)| (index_key(columns.iter().map(|&c| &r[c]), k), Vec::new()));
-        db.bulk_load(&index, entries).map_err(engine_err)
-    })();
+        let s = source.as_mut().filter(|s| !s.done())?;
+        match s.next_batch(&mut reader, &cx, SCAN_CHUNK) {
+            Ok(rows) => batch = rows.into_iter(),
+            Err(e) => {
+                failed = Some(e);
+                source = None;
+            }
+        }
+    });
+    let loaded = db.bulk_load(&index, entries).map_err(engine_err);
+    let built = match failed {
+        Some(e) => Err(e),
+        None => loaded.map(|_| ()),
+    };
     if let Err(e) = built {
         let _ = db.drop_table(&engine_table);
         return Err(e);
