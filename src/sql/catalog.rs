@@ -117,6 +117,18 @@ impl TableMeta {
     }
 }
 
+/// Where planning finds a table: the catalog, or a session's view of it
+/// (a block's own DDL first: `session_ddl`).
+pub trait Tables {
+    fn get(&self, name: &str) -> Result<Arc<TableMeta>, SqlError>;
+}
+
+impl Tables for Catalog {
+    fn get(&self, name: &str) -> Result<Arc<TableMeta>, SqlError> {
+        Catalog::get(self, name)
+    }
+}
+
 pub struct Catalog {
     tables: RwLock<HashMap<String, Arc<TableMeta>>>,
     /// Bumped by every DDL: a prepared plan of an older version re-plans.
@@ -280,6 +292,32 @@ impl Catalog {
         tx.commit().map_err(engine_err)?;
         self.install(name, meta.map(Arc::new));
         Ok(())
+    }
+
+    /// Takes the name `name` for a new table in `tx`: locks its catalog
+    /// row (waiting for a block that made a table of that name to end),
+    /// then 42P07 if a table has it, as `tx` sees the catalog.
+    pub fn claim(
+        &self,
+        db: &Database,
+        tx: &mut crate::txn::Transaction<'_>,
+        name: &str,
+    ) -> Result<(), SqlError> {
+        let cat = db.table(CATALOG_TABLE).map_err(engine_err)?;
+        match tx.get_for_update(&cat, name.as_bytes()) {
+            Ok(None) => Ok(()),
+            Ok(Some(_)) => Err(SqlError::new(
+                codes::DUPLICATE_TABLE,
+                format!("relation \"{name}\" already exists"),
+            )),
+            Err(e) => Err(engine_err(e)),
+        }
+    }
+
+    /// Plans made before now plan again (a block's own DDL changed what
+    /// its session sees, or ended).
+    pub fn invalidate_plans(&self) {
+        self.version.fetch_add(1, SeqCst);
     }
 
     /// Writes `name`'s catalog rows for `def` (`None`: deletes them) in

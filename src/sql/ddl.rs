@@ -1,18 +1,17 @@
-//! DDL: outside a block each statement takes effect at once: it writes
+//! DDL outside a block: each statement takes effect at once: it writes
 //! new engine tables, then switches the catalog row (its commit point),
-//! then drops the tables it replaced. In a block DROP TABLE and TRUNCATE
-//! are the block's (`session_ddl`); CREATE TABLE, CREATE INDEX and ALTER
-//! TABLE still take effect at once (a ROLLBACK does not undo them).
+//! then drops the tables it replaced. In a block every DDL statement is
+//! the block's, undone by ROLLBACK (`session_ddl`), built from the pieces
+//! here.
 
 use super::catalog::{Catalog, ColumnDef, IndexDef, KeyColumns, TableDef, TableMeta};
 use super::engine_err;
-use super::exec::Sink;
+use super::exec::{index_entry, Sink};
 use super::expr::Ctx;
 use super::interrupt::UNWATCHED;
 use super::plan::Access;
-use super::row::index_key;
 use super::source::{KeyedRow, Source, SCAN_CHUNK};
-use super::types::{codes, SqlError};
+use super::types::{codes, SqlError, Value};
 use crate::db::Database;
 use std::sync::Arc;
 
@@ -23,6 +22,24 @@ pub fn create_table(
     columns: Vec<ColumnDef>,
     primary_key: Option<Vec<usize>>,
 ) -> Result<(), SqlError> {
+    let mut tx = db.begin();
+    // Taken by a block that created it and has not ended: wait for it.
+    cat.claim(db, &mut tx, name)?;
+    let meta = new_table(db, cat, name, columns, primary_key)?;
+    cat.write_rows(db, &mut tx, name, Some(&meta.def))?;
+    tx.commit().map_err(engine_err)?;
+    cat.install(name, Some(Arc::new(meta)));
+    Ok(())
+}
+
+/// A new table's definition, with its new, empty engine table.
+pub(super) fn new_table(
+    db: &Database,
+    cat: &Catalog,
+    name: &str,
+    columns: Vec<ColumnDef>,
+    primary_key: Option<Vec<usize>>,
+) -> Result<TableMeta, SqlError> {
     let engine_table = cat.engine_name(&format!("t.{name}"));
     db.create_table(&engine_table).map_err(engine_err)?;
     let def = TableDef {
@@ -32,8 +49,7 @@ pub fn create_table(
         indexes: Vec::new(),
         engine_table,
     };
-    let meta = Catalog::meta(db, def, None)?;
-    cat.store(db, name, Some(meta))
+    Catalog::meta(db, def, None)
 }
 
 pub fn drop_table(db: &Database, cat: &Catalog, name: &str) -> Result<(), SqlError> {
@@ -44,11 +60,20 @@ pub fn drop_table(db: &Database, cat: &Catalog, name: &str) -> Result<(), SqlErr
 }
 
 pub(super) fn drop_engine_tables(db: &Database, def: &TableDef) {
-    for t in std::iter::once(&def.engine_table).chain(def.indexes.iter().map(|i| &i.engine_table)) {
-        // A failure leaves an orphan that the next opening drops.
-        if let Err(e) = db.drop_table(t) {
-            tracing::warn!("could not drop engine table {t}: {e}");
-        }
+    for t in engine_tables(def) {
+        drop_engine_table(db, t);
+    }
+}
+
+/// The engine tables of `def`: its rows', then each index's.
+pub(super) fn engine_tables(def: &TableDef) -> impl Iterator<Item = &String> {
+    std::iter::once(&def.engine_table).chain(def.indexes.iter().map(|i| &i.engine_table))
+}
+
+pub(super) fn drop_engine_table(db: &Database, name: &str) {
+    // A failure leaves an orphan that the next opening drops.
+    if let Err(e) = db.drop_table(name) {
+        tracing::warn!("could not drop engine table {name}: {e}");
     }
 }
 
@@ -93,36 +118,45 @@ fn rebuild(db: &Database, old: &Arc<TableMeta>, def: TableDef) -> Result<TableMe
         let mut source = Source::open(old, &Access::Full, &cx, false)?;
         while !source.done() {
             for (_, row) in source.next_batch(&mut reader, &cx, SCAN_CHUNK)? {
-                let mut key_columns = new.def.primary_key.iter().flat_map(|k| &k.0);
-                if let Some(&c) = key_columns.find(|&&c| row[c] == super::types::Value::Null) {
-                    return Err(SqlError::new(
-                        codes::NOT_NULL_VIOLATION,
-                        format!(
-                            "column \"{}\" of relation \"{}\" contains null values",
-                            new.def.columns[c].name, new.def.name
-                        ),
-                    ));
-                }
-                super::exec::insert_row(&mut sink, &new, &row)?;
+                copy_row(&mut sink, &new, &row)?;
             }
         }
         sink.finish()
     })();
     if let Err(e) = result {
         drop_engine_tables(db, &new.def);
-        return Err(if e.code == codes::UNIQUE_VIOLATION {
-            SqlError::new(
-                codes::UNIQUE_VIOLATION,
-                format!(
-                    "could not create unique index \"{}_pkey\": {}",
-                    new.def.name, e.message
-                ),
-            )
-        } else {
-            e
-        });
+        return Err(e);
     }
     Ok(new)
+}
+
+/// Writes `row` into the table `new` being built (ADD PRIMARY KEY), as
+/// PostgreSQL words what its key refuses.
+pub(super) fn copy_row(
+    sink: &mut Sink<'_>,
+    new: &TableMeta,
+    row: &[Value],
+) -> Result<(), SqlError> {
+    let mut key_columns = new.def.primary_key.iter().flat_map(|k| &k.0);
+    if let Some(&c) = key_columns.find(|&&c| row[c] == Value::Null) {
+        return Err(SqlError::new(
+            codes::NOT_NULL_VIOLATION,
+            format!(
+                "column \"{}\" of relation \"{}\" contains null values",
+                new.def.columns[c].name, new.def.name
+            ),
+        ));
+    }
+    super::exec::insert_row(sink, new, row).map_err(|e| match e.code {
+        codes::UNIQUE_VIOLATION => SqlError::new(
+            codes::UNIQUE_VIOLATION,
+            format!(
+                "could not create unique index \"{}_pkey\": {}",
+                new.def.name, e.message
+            ),
+        ),
+        _ => e,
+    })
 }
 
 pub fn add_primary_key(
@@ -132,22 +166,30 @@ pub fn add_primary_key(
     columns: &[usize],
 ) -> Result<(), SqlError> {
     let old = cat.get(name)?;
-    if old.def.primary_key.is_some() {
-        return Err(SqlError::new(
-            "42P16",
-            format!("multiple primary keys for table \"{name}\" are not allowed"),
-        ));
-    }
-    let mut def = old.def.clone();
-    def.primary_key = Some(KeyColumns(columns.to_vec()));
-    for &c in columns {
-        def.columns[c].not_null = true;
-    }
-    let def = fresh_tables(db, cat, def)?;
+    let def = fresh_tables(db, cat, keyed_def(&old.def, columns)?)?;
     let new = rebuild(db, &old, def)?;
     cat.store(db, name, Some(new))?;
     drop_engine_tables(db, &old.def);
     Ok(())
+}
+
+/// `def` with the primary key `columns` (42P16 if it has one).
+pub(super) fn keyed_def(def: &TableDef, columns: &[usize]) -> Result<TableDef, SqlError> {
+    if def.primary_key.is_some() {
+        return Err(SqlError::new(
+            "42P16",
+            format!(
+                "multiple primary keys for table \"{}\" are not allowed",
+                def.name
+            ),
+        ));
+    }
+    let mut def = def.clone();
+    def.primary_key = Some(KeyColumns(columns.to_vec()));
+    for &c in columns {
+        def.columns[c].not_null = true;
+    }
+    Ok(def)
 }
 
 pub fn create_index(
@@ -158,19 +200,12 @@ pub fn create_index(
     columns: &[usize],
 ) -> Result<(), SqlError> {
     let old = cat.get(table)?;
-    if old.def.indexes.iter().any(|i| i.name == name) {
-        return Err(SqlError::new(
-            codes::DUPLICATE_TABLE,
-            format!("relation \"{name}\" already exists"),
-        ));
-    }
-    let engine_table = cat.engine_name(&format!("i.{name}"));
-    let index = db.create_table(&engine_table).map_err(engine_err)?;
+    let (def, index) = indexed_def(db, cat, &old.def, name, columns)?;
+    let idef = def.indexes.last().expect("just added").clone();
     let cx = Ctx {
         params: &[],
         now: 0,
         watch: &UNWATCHED,
-        // DDL copies a table in batches, holding none of it whole.
         session: None,
     };
     // The entries go to the index a scan batch at a time, as they are
@@ -182,10 +217,7 @@ pub fn create_index(
     let mut failed = None;
     let entries = std::iter::from_fn(|| loop {
         if let Some((k, r)) = batch.next() {
-            return Some((
-                index_key(columns.iter().map(|&c| &r[c]), &k),
-                Vec::<u8>::new(),
-            ));
+            return Some((index_entry(&idef, &r, &k), Vec::<u8>::new()));
         }
         let s = source.as_mut().filter(|s| !s.done())?;
         match s.next_batch(&mut reader, &cx, SCAN_CHUNK) {
@@ -197,35 +229,51 @@ pub fn create_index(
         }
     });
     let loaded = db.bulk_load(&index, entries).map_err(engine_err);
-    let built = match failed {
-        Some(e) => Err(e),
-        None => loaded.map(|_| ()),
-    };
-    if let Err(e) = built {
-        let _ = db.drop_table(&engine_table);
+    if let Some(e) = failed.map(Err).unwrap_or(loaded.map(|_| ())).err() {
+        drop_engine_table(db, &index.name);
         return Err(e);
     }
-    let mut def = old.def.clone();
+    let meta = Catalog::meta(db, def, Some(old.next_id.clone()))?;
+    cat.store(db, table, Some(meta))
+}
+
+/// `def` with a new index `name` on `columns` (42P07 if the table has
+/// one of that name), and the index's new, empty engine table.
+pub(super) fn indexed_def(
+    db: &Database,
+    cat: &Catalog,
+    def: &TableDef,
+    name: &str,
+    columns: &[usize],
+) -> Result<(TableDef, crate::Table), SqlError> {
+    if def.indexes.iter().any(|i| i.name == name) {
+        return Err(SqlError::new(
+            codes::DUPLICATE_TABLE,
+            format!("relation \"{name}\" already exists"),
+        ));
+    }
+    let engine_table = cat.engine_name(&format!("i.{name}"));
+    let index = db.create_table(&engine_table).map_err(engine_err)?;
+    let mut def = def.clone();
     def.indexes.push(IndexDef {
         name: name.to_string(),
         columns: KeyColumns(columns.to_vec()),
         engine_table,
     });
-    let meta = Catalog::meta(db, def, Some(old.next_id.clone()))?;
-    cat.store(db, table, Some(meta))
+    Ok((def, index))
 }
 
-/// What a block's DROP and TRUNCATE statements changed, until it ends
-/// (`session_ddl`).
+/// What a block's DDL changed, until it ends (`session_ddl`).
 #[derive(Default)]
 pub struct BlockDdl {
-    /// This session's view of the tables the block dropped (`None`) or
-    /// truncated (their new engine tables).
+    /// This session's view of the tables the block created, changed or
+    /// dropped (`None`).
     pub(super) view: std::collections::HashMap<String, Option<Arc<TableMeta>>>,
-    /// Definitions of engine tables the block made (TRUNCATE's).
-    pub(super) made: Vec<TableDef>,
-    /// Committed definitions the block dropped or replaced.
-    pub(super) replaced: Vec<TableDef>,
+    /// Engine tables the block made.
+    pub(super) made: Vec<String>,
+    /// Engine tables of committed definitions the block dropped or
+    /// replaced.
+    pub(super) replaced: Vec<String>,
     /// The tables held whole until the block ends.
     pub(super) locks: Vec<crate::db::TableLocks>,
 }

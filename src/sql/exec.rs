@@ -103,7 +103,7 @@ fn row_key(meta: &TableMeta, row: &[Value]) -> Vec<u8> {
 }
 
 /// The entry of index `def` for the row `row` keyed `key`.
-fn index_entry(def: &IndexDef, row: &[Value], key: &[u8]) -> Vec<u8> {
+pub(super) fn index_entry(def: &IndexDef, row: &[Value], key: &[u8]) -> Vec<u8> {
     index_key(def.columns.0.iter().map(|&c| &row[c]), key)
 }
 

@@ -65,6 +65,8 @@ mod tests_concurrent;
 #[cfg(test)]
 mod tests_ddl;
 #[cfg(test)]
+mod tests_ddl_block;
+#[cfg(test)]
 mod tests_dml;
 #[cfg(test)]
 mod tests_keys;

@@ -3,7 +3,7 @@
 //! Everything else is 0A000, never a guess. DDL is mapped in `parse_ddl`,
 //! SELECT in `parse_select`; INSERT, UPDATE and DELETE here.
 
-use super::catalog::{column_of, scope_columns, Catalog, ColumnDef, TableMeta};
+use super::catalog::{column_of, scope_columns, ColumnDef, TableMeta, Tables};
 use super::expr::{ident, object_name, table_factor, Scope};
 use super::limits::Limits;
 use super::or_chain::or_chains_as_in;
@@ -50,7 +50,7 @@ pub struct Planned {
 }
 
 pub fn plan(
-    cat: &Catalog,
+    cat: &dyn Tables,
     stmt: &Statement,
     declared: &[Option<SqlType>],
     sql: &str,
@@ -225,7 +225,7 @@ fn targets(
 /// Calls `build` with the table `relation` names, its catalog entry and a
 /// scope over its columns: where UPDATE and DELETE start.
 fn in_table<R>(
-    cat: &Catalog,
+    cat: &dyn Tables,
     relation: &ast::TableFactor,
     declared: &[Option<SqlType>],
     params: &mut Vec<SqlType>,
@@ -247,7 +247,7 @@ fn in_table<R>(
 }
 
 fn update(
-    cat: &Catalog,
+    cat: &dyn Tables,
     up: &ast::Update,
     declared: &[Option<SqlType>],
     params: &mut Vec<SqlType>,
@@ -294,7 +294,7 @@ fn update(
 }
 
 fn delete(
-    cat: &Catalog,
+    cat: &dyn Tables,
     del: &ast::Delete,
     declared: &[Option<SqlType>],
     params: &mut Vec<SqlType>,
@@ -337,7 +337,7 @@ fn delete(
 }
 
 fn insert(
-    cat: &Catalog,
+    cat: &dyn Tables,
     ins: &ast::Insert,
     declared: &[Option<SqlType>],
     params: &mut Vec<SqlType>,

@@ -3,7 +3,7 @@
 //! columns, ALTER TABLE ... ADD PRIMARY KEY.
 
 use super::catalog::column_of;
-use super::catalog::{Catalog, ColumnDef};
+use super::catalog::{ColumnDef, Tables};
 use super::expr::{ident, object_name, Expr, Scope};
 use super::limits::Limits;
 use super::plan::Plan;
@@ -171,7 +171,7 @@ fn key_columns(
 }
 
 pub(super) fn create_index(
-    cat: &Catalog,
+    cat: &dyn Tables,
     ci: &ast::CreateIndex,
     sql: &str,
 ) -> Result<Plan, SqlError> {
@@ -198,7 +198,7 @@ pub(super) fn create_index(
 }
 
 pub(super) fn alter_table(
-    cat: &Catalog,
+    cat: &dyn Tables,
     at: &ast::AlterTable,
     sql: &str,
 ) -> Result<Plan, SqlError> {

@@ -2,7 +2,7 @@
 //! DISTINCT, ORDER BY and LIMIT.
 
 use super::catalog::scope_columns;
-use super::catalog::Catalog;
+use super::catalog::Tables;
 use super::expr::table_factor;
 use super::expr::{ident, object_name, Expr, Scope};
 use super::limits::Limits;
@@ -17,7 +17,7 @@ use sqlparser::ast;
 const MAX_TARGET_ENTRIES: usize = 1664;
 
 pub(super) fn select(
-    cat: &Catalog,
+    cat: &dyn Tables,
     q: &ast::Query,
     declared: &[Option<SqlType>],
     params: &mut Vec<SqlType>,

@@ -86,7 +86,7 @@ impl Session {
         let catalog = &self.engine.catalog;
         let version = catalog.version.load(SeqCst);
         let planned = match stmt {
-            Some(s) => parse::plan(catalog, s, declared, sql, self.engine.limits())?,
+            Some(s) => parse::plan(self, s, declared, sql, self.engine.limits())?,
             None if parse::is_checkpoint(sql) => Planned {
                 plan: Plan::Checkpoint,
                 params: Vec::new(),

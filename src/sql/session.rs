@@ -389,7 +389,7 @@ impl Session {
             }),
         };
         let cmd = |t: &str| Ok(Outcome::Command { tag: t.to_string() });
-        let (db, cat) = (&*eng.db, &eng.catalog);
+        let db = &*eng.db;
         match plan {
             Plan::Noop("EMPTY") => cmd(""),
             Plan::Noop(tag) => cmd(tag),
@@ -428,76 +428,11 @@ impl Session {
                 self.end_settings(false);
                 cmd("ROLLBACK")
             }
-            Plan::CreateTable {
-                name,
-                columns,
-                primary_key,
-                if_not_exists,
-            } => {
-                let _g = eng.ddl.lock();
-                if cat.exists(name) {
-                    if *if_not_exists {
-                        return cmd("CREATE TABLE");
-                    }
-                    return Err(SqlError::new(
-                        codes::DUPLICATE_TABLE,
-                        format!("relation \"{name}\" already exists"),
-                    ));
-                }
-                ddl::create_table(db, cat, name, columns.clone(), primary_key.clone())?;
-                cmd("CREATE TABLE")
-            }
-            Plan::DropTables { names, if_exists } => {
-                let present: Vec<String> = names
-                    .iter()
-                    .filter(|n| self.table_exists(n))
-                    .cloned()
-                    .collect();
-                if !if_exists {
-                    if let Some(n) = names.iter().find(|n| !self.table_exists(n)) {
-                        self.table(n)?;
-                    }
-                }
-                let held = self.hold_whole(&present, &stop)?;
-                if self.in_block() {
-                    self.drop_in_block(&present, held)?;
-                    return cmd("DROP TABLE");
-                }
-                let _g = eng.ddl.lock();
-                for n in &present {
-                    ddl::drop_table(db, cat, n)?;
-                }
-                cmd("DROP TABLE")
-            }
-            Plan::Truncate(names) => {
-                for n in names {
-                    self.table(n)?;
-                }
-                let held = self.hold_whole(names, &stop)?;
-                if self.in_block() {
-                    self.truncate_in_block(names, held)?;
-                    return cmd("TRUNCATE TABLE");
-                }
-                let _g = eng.ddl.lock();
-                for n in names {
-                    ddl::truncate(db, cat, n)?;
-                }
-                cmd("TRUNCATE TABLE")
-            }
-            Plan::CreateIndex {
-                name,
-                table,
-                columns,
-            } => {
-                let _g = eng.ddl.lock();
-                ddl::create_index(db, cat, name, table, columns)?;
-                cmd("CREATE INDEX")
-            }
-            Plan::AddPrimaryKey { table, columns } => {
-                let _g = eng.ddl.lock();
-                ddl::add_primary_key(db, cat, table, columns)?;
-                cmd("ALTER TABLE")
-            }
+            Plan::CreateTable { .. }
+            | Plan::DropTables { .. }
+            | Plan::Truncate(_)
+            | Plan::CreateIndex { .. }
+            | Plan::AddPrimaryKey { .. } => self.ddl_statement(plan, &stop, &cx),
             Plan::Copy { table, targets } => {
                 let meta = self.table(table)?;
                 self.copy = Some(CopyState {
@@ -537,7 +472,11 @@ impl Session {
                     }
                     Ok(())
                 };
-                self.with_tx(&stop, |tx| load(&mut Sink::Tx(tx)))?;
+                let current = self.current(table, &meta);
+                self.with_tx(&stop, |tx| {
+                    load(&mut Sink::Tx(tx))?;
+                    current.check()
+                })?;
                 cmd(&format!("INSERT 0 {n}"))
             }
             Plan::Insert {
@@ -546,6 +485,7 @@ impl Session {
                 source: InsertSource::Values(rows),
             } => {
                 let meta = self.table(table)?;
+                let current = self.current(table, &meta);
                 self.with_tx(&stop, |tx| {
                     let mut sink = Sink::Tx(tx);
                     for r in rows {
@@ -557,7 +497,7 @@ impl Session {
                         let row = exec::build_row(&meta, targets, vals)?;
                         exec::insert_row(&mut sink, &meta, &row)?;
                     }
-                    Ok(())
+                    current.check()
                 })?;
                 cmd(&format!("INSERT 0 {}", rows.len()))
             }
@@ -570,8 +510,10 @@ impl Session {
                 let meta = self.table(table)?;
                 let db = self.engine.db.clone();
                 let spool = KeySpool::new(&db, self.work_mem, self.memory.charge());
+                let current = self.current(table, &meta);
                 let n = self.with_tx(&stop, |tx| {
-                    exec::update(tx, &meta, sets, filter.as_ref(), access, &cx, spool)
+                    let n = exec::update(tx, &meta, sets, filter.as_ref(), access, &cx, spool)?;
+                    current.check().map(|()| n)
                 })?;
                 cmd(&format!("UPDATE {n}"))
             }
@@ -581,8 +523,10 @@ impl Session {
                 access,
             } => {
                 let meta = self.table(table)?;
+                let current = self.current(table, &meta);
                 let n = self.with_tx(&stop, |tx| {
-                    exec::delete(tx, &meta, filter.as_ref(), access, &cx)
+                    let n = exec::delete(tx, &meta, filter.as_ref(), access, &cx)?;
+                    current.check().map(|()| n)
                 })?;
                 cmd(&format!("DELETE {n}"))
             }
@@ -592,38 +536,6 @@ impl Session {
                 Ok(self.open_cursor(cursor, stmt.planned.columns.clone()))
             }
         }
-    }
-
-    /// Holds the engine tables of the SQL tables `names` whole (rows and
-    /// indexes) before DDL drops or replaces them: waits for every other
-    /// transaction writing them (`Database::lock_tables`; a cancel or
-    /// statement_timeout ends the wait). This session's own block does
-    /// not count. Before, DROP and TRUNCATE went ahead and those
-    /// transactions' COMMIT failed, as if the data were corrupt.
-    fn hold_whole(
-        &self,
-        names: &[String],
-        stop: &Stop<'_>,
-    ) -> Result<crate::db::TableLocks, SqlError> {
-        let mut tables = Vec::new();
-        for n in names {
-            let meta = self.table(n)?;
-            tables.push(meta.rows.clone());
-            tables.extend(meta.indexes.iter().cloned());
-        }
-        let own = match &self.state {
-            State::Block(Some(tx)) => Some(tx.id()),
-            _ => None,
-        };
-        self.engine
-            .db
-            .lock_tables(&tables, own, Some(&stop.engine))
-            .map_err(|e| match e {
-                crate::Error::LockWaitInterrupted { .. } => {
-                    stop.watch.check().err().unwrap_or_else(|| engine_err(e))
-                }
-                e => engine_err(e),
-            })
     }
 
     /// Runs `f` in the block's transaction, or in one of its own committed
@@ -655,9 +567,9 @@ impl Session {
 
 /// A running statement's interrupt: as the engine checks it in a wait
 /// for a row lock, and as the statement reports it.
-struct Stop<'a> {
-    engine: crate::lock_table::Stop,
-    watch: &'a super::interrupt::Watch<'a>,
+pub(super) struct Stop<'a> {
+    pub(super) engine: crate::lock_table::Stop,
+    pub(super) watch: &'a super::interrupt::Watch<'a>,
 }
 
 /// A parameter as its type needs it (text from the client is parsed).

@@ -39,7 +39,9 @@ impl Session {
             exec::insert_row(&mut Sink::Tx(tx), &c.meta, &row)?;
             c.count += 1;
         }
-        Ok(())
+        // The table found at COPY's start may have changed before its
+        // first row was written (`session_ddl::Current`).
+        self.current(&c.meta.def.name, &c.meta).check()
     }
 
     fn abandon_copy(&mut self, c: CopyState, e: SqlError) -> SqlError {
