@@ -134,6 +134,9 @@ pub struct Catalog {
     /// Bumped by every DDL: a prepared plan of an older version re-plans.
     pub version: AtomicU64,
     generation: AtomicU64,
+    /// Definitions DDL replaced, whose engine tables wait for their
+    /// readers (`retired`).
+    pub retired: super::retired::Retired,
 }
 
 impl Catalog {
@@ -180,6 +183,7 @@ impl Catalog {
             tables: RwLock::new(tables),
             version: AtomicU64::new(1),
             generation: AtomicU64::new(generation + 1),
+            retired: Default::default(),
         };
         Ok(Some((catalog, owned)))
     }

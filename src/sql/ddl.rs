@@ -55,8 +55,15 @@ pub(super) fn new_table(
 pub fn drop_table(db: &Database, cat: &Catalog, name: &str) -> Result<(), SqlError> {
     let meta = cat.get(name)?;
     cat.store(db, name, None)?;
-    drop_engine_tables(db, &meta.def);
+    retire(db, cat, meta);
     Ok(())
+}
+
+/// Every engine table of `old`, a definition the catalog no longer
+/// names, goes once no statement reads it (`retired`).
+fn retire(db: &Database, cat: &Catalog, old: Arc<TableMeta>) {
+    let tables = engine_tables(&old.def).cloned().collect();
+    cat.retired.retire(db, old, tables);
 }
 
 pub(super) fn drop_engine_tables(db: &Database, def: &TableDef) {
@@ -97,7 +104,7 @@ pub fn truncate(db: &Database, cat: &Catalog, name: &str) -> Result<(), SqlError
     let def = fresh_tables(db, cat, old.def.clone())?;
     let meta = Catalog::meta(db, def, Some(old.next_id.clone()))?;
     cat.store(db, name, Some(meta))?;
-    drop_engine_tables(db, &old.def);
+    retire(db, cat, old);
     Ok(())
 }
 
@@ -169,7 +176,7 @@ pub fn add_primary_key(
     let def = fresh_tables(db, cat, keyed_def(&old.def, columns)?)?;
     let new = rebuild(db, &old, def)?;
     cat.store(db, name, Some(new))?;
-    drop_engine_tables(db, &old.def);
+    retire(db, cat, old);
     Ok(())
 }
 
@@ -271,9 +278,8 @@ pub struct BlockDdl {
     pub(super) view: std::collections::HashMap<String, Option<Arc<TableMeta>>>,
     /// Engine tables the block made.
     pub(super) made: Vec<String>,
-    /// Engine tables of committed definitions the block dropped or
-    /// replaced.
-    pub(super) replaced: Vec<String>,
+    /// Committed definitions the block dropped or replaced.
+    pub(super) replaced: Vec<Arc<TableMeta>>,
     /// The tables held whole until the block ends.
     pub(super) locks: Vec<crate::db::TableLocks>,
 }

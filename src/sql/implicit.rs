@@ -65,6 +65,7 @@ impl Session {
         let ended = SqlError::new(codes::CONNECTION_FAILURE, "the connection ended");
         self.fail(&ended);
         self.cursors.clear();
+        self.let_definitions_go();
         self.script = None;
         self.state = State::Idle;
         self.implicit = false;

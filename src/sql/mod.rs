@@ -47,6 +47,7 @@ mod parse_ddl;
 mod parse_select;
 mod plan;
 mod query;
+mod retired;
 mod row;
 mod script;
 mod session;

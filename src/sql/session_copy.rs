@@ -49,6 +49,8 @@ impl Session {
             t.abort();
         }
         self.fail(&e);
+        drop(c.meta);
+        self.let_definitions_go();
         e
     }
 
@@ -72,9 +74,12 @@ impl Session {
             Ok(())
         })();
         match r {
-            Ok(()) => Ok(Outcome::Command {
-                tag: format!("COPY {}", c.count),
-            }),
+            Ok(()) => {
+                let tag = format!("COPY {}", c.count);
+                drop(c);
+                self.let_definitions_go();
+                Ok(Outcome::Command { tag })
+            }
             Err(e) => Err(self.abandon_copy(c, e)),
         }
     }

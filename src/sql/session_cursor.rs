@@ -87,10 +87,12 @@ impl Session {
             return Ok(Fetched { rows, tag: None });
         }
         let tag = format!("SELECT {}", cursor.produced());
-        let (_, cursor) = self.cursors.remove(at);
-        if let Some(t) = cursor.own {
-            t.commit().map_err(super::engine_err)?;
-        }
+        let (_, mut cursor) = self.cursors.remove(at);
+        let own = cursor.own.take();
+        drop(cursor);
+        let committed = own.map(|t| t.commit()).transpose();
+        self.let_definitions_go();
+        committed.map_err(super::engine_err)?;
         Ok(Fetched {
             rows,
             tag: Some(tag),
@@ -101,6 +103,13 @@ impl Session {
     /// no error.
     pub fn close_cursor(&mut self, id: u64) {
         self.cursors.retain(|(i, _)| *i != id);
+        self.let_definitions_go();
+    }
+
+    /// A cursor or a COPY let a table's definition go: engine tables DDL
+    /// replaced that no one reads now are dropped (`retired`).
+    pub(super) fn let_definitions_go(&self) {
+        self.engine.catalog.retired.sweep(&self.engine.db);
     }
 
     /// Whether the protocol may keep `incoming` more bytes (a Parse, a
@@ -127,6 +136,7 @@ impl Session {
     /// The block ended: its cursors go with it.
     pub(super) fn close_block_cursors(&mut self) {
         self.cursors.retain(|(_, c)| c.own.is_some());
+        self.let_definitions_go();
     }
 
     /// `started` with a cursor's rows all read (at most

@@ -94,6 +94,17 @@ impl Session {
         stop: &Stop<'_>,
         cx: &Ctx<'_>,
     ) -> Result<Outcome, SqlError> {
+        let r = self.ddl_statement_inner(plan, stop, cx);
+        self.engine.catalog.retired.sweep(&self.engine.db);
+        r
+    }
+
+    fn ddl_statement_inner(
+        &mut self,
+        plan: &Plan,
+        stop: &Stop<'_>,
+        cx: &Ctx<'_>,
+    ) -> Result<Outcome, SqlError> {
         let eng = self.engine.clone();
         let (db, cat) = (&*eng.db, &eng.catalog);
         let tag = |t: &str| Ok(Outcome::Command { tag: t.to_string() });
@@ -290,8 +301,7 @@ impl Session {
         engine.catalog.write_rows(&engine.db, tx, name, def)?;
         if let Some(old) = old {
             if !self.block_ddl.view.contains_key(name) {
-                let replaced = ddl::engine_tables(&old.def).cloned();
-                self.block_ddl.replaced.extend(replaced);
+                self.block_ddl.replaced.push(old.clone());
             }
         }
         self.block_ddl.view.insert(name.to_string(), meta);
@@ -345,10 +355,17 @@ impl Session {
             }
             engine.catalog.install(&name, meta);
         }
-        for t in done.replaced.iter().chain(&done.made) {
+        // What the block made and replaced again goes now; what was
+        // committed waits for its readers (`retired`).
+        for t in &done.made {
             if !current.contains(t) {
                 ddl::drop_engine_table(&engine.db, t);
             }
+        }
+        for old in done.replaced {
+            let gone = ddl::engine_tables(&old.def).filter(|t| !current.contains(t));
+            let gone = gone.cloned().collect();
+            engine.catalog.retired.retire(&engine.db, old, gone);
         }
         drop(done.locks);
     }

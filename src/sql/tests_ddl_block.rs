@@ -206,3 +206,62 @@ fn create_table_of_a_name_a_block_made_waits_and_is_42p07() {
     assert_eq!(other.join().unwrap(), "42P07");
     assert_eq!(int(&mut a, "select count(*) from z"), 1);
 }
+
+/// A cursor reads on through another session's DROP TABLE (and
+/// TRUNCATE), which do not wait for it: it returns the rows as they were,
+/// and the old engine tables go once it is done (`retired`). Before, the
+/// old tables went at once and the cursor's next fetch failed with a
+/// false XX001 ("corruption ... block lies beyond the end of the file").
+#[test]
+fn a_cursor_reads_on_through_a_drop_and_the_tables_go_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path());
+    let (mut a, mut b) = (e.session(), e.session());
+    for t in ["t", "u"] {
+        ok(
+            &mut a,
+            &format!("create table {t} (id int primary key, v int)"),
+        );
+        ok(
+            &mut a,
+            &format!("insert into {t} select x, x from generate_series(1, 3000) as x"),
+        );
+    }
+    let tables = e.db.tables().len();
+    let mut cursors = Vec::new();
+    for t in ["t", "u"] {
+        let stmt = a.prepare(&format!("select v from {t}"), &[]).unwrap();
+        let Outcome::Cursor { id, .. } = a.start(&stmt, &[]).unwrap() else {
+            panic!("no cursor")
+        };
+        assert_eq!(a.fetch(id, 100).unwrap().rows.len(), 100);
+        cursors.push(id);
+    }
+    ok(&mut b, "drop table t");
+    ok(&mut b, "truncate u");
+    assert_eq!(run(&mut b, "select * from t").unwrap_err().code, "42P01");
+    assert_eq!(int(&mut b, "select count(*) from u"), 0);
+    // Two definitions wait for the cursors; u's new table is there.
+    assert_eq!(e.catalog.retired.waiting(), 2);
+    assert_eq!(e.db.tables().len(), tables + 1);
+    for id in cursors {
+        let mut sum = 0;
+        loop {
+            let f = a.fetch(id, 500).unwrap();
+            sum += f
+                .rows
+                .iter()
+                .map(|r| match r[0] {
+                    Value::Int(v) => v,
+                    _ => 0,
+                })
+                .sum::<i64>();
+            if f.tag.is_some() {
+                break;
+            }
+        }
+        assert_eq!(sum, (101..=3000).sum::<i64>());
+    }
+    assert_eq!(e.catalog.retired.waiting(), 0);
+    assert_eq!(e.db.tables().len(), tables - 1);
+}
