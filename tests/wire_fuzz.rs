@@ -1,5 +1,7 @@
 //! A grammar-aware fuzzer of `untorn serve` (issue 35): random SQL (deep
-//! nesting, huge literals, many statements per message, garbage) and
+//! nesting, huge literals, many statements per message, garbage; DDL in
+//! blocks, COPY of up to 20,000 rows, text that is not UTF-8, the signal
+//! functions, SET, long OR chains and IN lists, sorted results) and
 //! random extended-protocol message sequences (Parse, Bind, Describe,
 //! Execute, Close, Flush, Sync in any order, with wrong counts and
 //! formats), against the real server. It holds that no connection is
@@ -68,7 +70,36 @@ fn expr(rng: &mut StdRng, depth: u32) -> String {
 fn statement(rng: &mut StdRng, f: &str) -> String {
     let depth = rng.gen_range(0..6);
     let e = expr(rng, depth);
-    match rng.gen_range(0..12) {
+    match rng.gen_range(0..17) {
+        12 => block_ddl(rng, f, &e),
+        13 => {
+            let shapes = [
+                "select pg_backend_pid()".to_string(),
+                "select pg_cancel_backend(-1)".into(),
+                "select pg_terminate_backend(-1)".into(),
+                "set work_mem = '64kB'".into(),
+                "set work_mem = '4MB'".into(),
+                "set idle_session_timeout = 30000".into(),
+                "set statement_timeout = 1500".into(),
+                format!("select v from {f} order by v desc"),
+                format!("select distinct v from {f} order by v limit 5"),
+            ];
+            shapes[rng.gen_range(0..shapes.len())].clone()
+        }
+        // The client's table goes now and then; statements on it fail
+        // (42P01) until it is made again.
+        14 if rng.gen_ratio(1, 10) => format!("drop table {f}"),
+        14 => format!("create table if not exists {f} (id int primary key, v int)"),
+        15 => {
+            let n = rng.gen_range(8..3000);
+            let terms: Vec<String> = (0..n).map(|i| format!("v = {i}")).collect();
+            format!("select count(*) from {f} where {}", terms.join(" or "))
+        }
+        16 => {
+            let n = rng.gen_range(8..3000);
+            let list: Vec<String> = (0..n).map(|i| (i * 3).to_string()).collect();
+            format!("delete from {f} where v in ({})", list.join(", "))
+        }
         0 => format!("select {e}"),
         1 => format!("select v from {f} where {e}"),
         2 => format!("select count(*) from {f} where {e}"),
@@ -101,8 +132,82 @@ fn statement(rng: &mut StdRng, f: &str) -> String {
     }
 }
 
+/// DDL in a block on the client's own table, committed or rolled back.
+fn block_ddl(rng: &mut StdRng, f: &str, e: &str) -> String {
+    let ddl = match rng.gen_range(0..4) {
+        0 => format!("create index {f}_v{} on {f} (v)", rng.gen_range(0..3)),
+        1 => format!("truncate {f}"),
+        2 => format!("alter table {f} add primary key (id)"),
+        _ => format!("create table {f}_n{} (a int)", rng.gen_range(0..3)),
+    };
+    let end = ["commit", "rollback", "select 1 / 0"][rng.gen_range(0..3)];
+    let id = rng.gen_range(0..50);
+    format!("begin; {ddl}; insert into {f} values ({id}, {e}); {end}; rollback")
+}
+
+/// A COPY into the client's own table: up to 20,000 rows, now and then a
+/// malformed row or bytes that are not UTF-8, ended by CopyDone or
+/// CopyFail, in a block or not; its answer must come.
+fn copy(rng: &mut StdRng, raw: &mut Raw, f: &str) {
+    let in_block = rng.gen_bool(0.5);
+    if in_block {
+        raw.query("begin");
+    }
+    let start = [b"copy ", f.as_bytes(), b" from stdin\0"].concat();
+    raw.send(b'Q', &start);
+    // CopyInResponse, or an error and ReadyForQuery (no such table).
+    loop {
+        match raw.message() {
+            Some((b'G', _)) => break,
+            Some((b'Z', _)) => return,
+            Some(_) => continue,
+            None => panic!("the connection closed during COPY"),
+        }
+    }
+    let rows = rng.gen_range(1..20_000u32);
+    let first: u32 = rng.gen_range(1_000..1_000_000_000);
+    let mut data = Vec::new();
+    for i in 0..rows {
+        match rng.gen_range(0..5000) {
+            0 => data.extend_from_slice(b"7\tnot a number\n"),
+            1 => data.extend_from_slice(b"8\t\xff\xfe\n"),
+            _ => data.extend_from_slice(format!("{}\t{}\n", first + i, i % 97).as_bytes()),
+        }
+        if data.len() > 60_000 {
+            raw.send(b'd', &data);
+            data.clear();
+        }
+    }
+    raw.send(b'd', &data);
+    match rng.gen_range(0..4) {
+        0 => raw.send(b'f', b"the fuzzer gave up\0"),
+        _ => raw.send(b'c', &[]),
+    }
+    raw.until_ready();
+    if in_block {
+        raw.query(["commit", "rollback"][rng.gen_range(0..2)]);
+    }
+    if rng.gen_bool(0.5) {
+        raw.query(&format!("truncate {f}"));
+    }
+}
+
 /// One Query message of one or many statements; its answer must come.
 fn query(rng: &mut StdRng, raw: &mut Raw, f: &str) -> usize {
+    if rng.gen_ratio(1, 200) {
+        copy(rng, raw, f);
+        return 1;
+    }
+    if rng.gen_ratio(1, 100) {
+        // Not UTF-8: 22021, and the connection goes on.
+        raw.send(b'Q', b"select '\xc3\x28'\0");
+        raw.until_ready();
+        return 1;
+    }
+    if rng.gen_ratio(1, 500) {
+        // Its own end: FATAL 57P01, then a new connection.
+        raw.query("select pg_terminate_backend(pg_backend_pid())");
+    }
     let n = if rng.gen_ratio(1, 10) {
         rng.gen_range(2..200)
     } else {
