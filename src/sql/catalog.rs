@@ -136,7 +136,7 @@ pub struct Catalog {
     generation: AtomicU64,
     /// Definitions DDL replaced, whose engine tables wait for their
     /// readers (`retired`).
-    pub retired: super::retired::Retired,
+    pub retired: super::retired::Retired<TableMeta>,
 }
 
 impl Catalog {

@@ -77,12 +77,7 @@ pub(super) fn engine_tables(def: &TableDef) -> impl Iterator<Item = &String> {
     std::iter::once(&def.engine_table).chain(def.indexes.iter().map(|i| &i.engine_table))
 }
 
-pub(super) fn drop_engine_table(db: &Database, name: &str) {
-    // A failure leaves an orphan that the next opening drops.
-    if let Err(e) = db.drop_table(name) {
-        tracing::warn!("could not drop engine table {name}: {e}");
-    }
-}
+pub(super) use super::retired::drop_engine_table;
 
 /// Writes `def` with new, empty engine tables for its rows and indexes.
 pub(super) fn fresh_tables(

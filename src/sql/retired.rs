@@ -15,24 +15,32 @@
 //! - A crash before the drop leaves engine tables no catalog row names:
 //!   the next opening drops them (`SqlEngine::open`).
 
-use super::catalog::TableMeta;
-use super::ddl::drop_engine_table;
 use crate::db::Database;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
-#[derive(Default)]
-pub struct Retired {
+/// Definitions (`T`: the catalog's `TableMeta`) waiting for their
+/// readers.
+pub struct Retired<T> {
     /// Each replaced definition with the engine tables of it to drop.
-    list: Mutex<Vec<(Arc<TableMeta>, Vec<String>)>>,
+    list: Mutex<Vec<(Arc<T>, Vec<String>)>>,
     listed: AtomicUsize,
 }
 
-impl Retired {
+impl<T> Default for Retired<T> {
+    fn default() -> Self {
+        Retired {
+            list: Mutex::new(Vec::new()),
+            listed: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<T> Retired<T> {
     /// `tables` of `meta`, a definition the catalog no longer names, go
     /// once nothing else holds `meta`.
-    pub fn retire(&self, db: &Database, meta: Arc<TableMeta>, tables: Vec<String>) {
+    pub fn retire(&self, db: &Database, meta: Arc<T>, tables: Vec<String>) {
         {
             let mut list = self.list.lock();
             list.push((meta, tables));
@@ -68,5 +76,13 @@ impl Retired {
     #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.listed.load(SeqCst)
+    }
+}
+
+/// Drops engine table `name`; a failure leaves an orphan that the next
+/// opening drops.
+pub fn drop_engine_table(db: &Database, name: &str) {
+    if let Err(e) = db.drop_table(name) {
+        tracing::warn!("could not drop engine table {name}: {e}");
     }
 }
