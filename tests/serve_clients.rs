@@ -268,12 +268,11 @@ fn passwords_are_required_off_loopback_and_checked_with_scram() {
 fn connections_over_the_limit_are_refused_with_53300() {
     let serve = Serve::start(&["--max-connections", "1"]);
     let mut first = Raw::connect(serve.port);
-    let mut second = TcpStream::connect(("127.0.0.1", serve.port)).unwrap();
-    second
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
+    // Refused at its start-up packet (a connection counts from it).
+    let mut second = Raw::open(serve.port);
+    second.startup(&["user", "raw", "database", "raw"]);
     let mut reply = Vec::new();
-    let _ = second.read_to_end(&mut reply);
+    let _ = second.0.read_to_end(&mut reply);
     assert_eq!(reply.first(), Some(&b'E'), "{reply:?}");
     assert!(
         reply.windows(6).any(|w| w == b"C53300"),
@@ -282,6 +281,82 @@ fn connections_over_the_limit_are_refused_with_53300() {
     );
     // The connection within the limit is still served.
     assert_eq!(first.query("select 1").status, b'I');
+}
+
+/// A burst of 300 connections over the limit, half of them asking for
+/// SSL first as libpq does: every client reads its 53300 (before, past
+/// eight at a time the rest were answered at once and closed with their
+/// SSLRequest unread, and their clients saw resets).
+#[test]
+fn a_burst_over_the_limit_gets_53300_each() {
+    let serve = Serve::start(&["--max-connections", "1"]);
+    let port = serve.port;
+    let mut first = Raw::connect(port);
+    let clients: Vec<_> = (0..300)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut raw = Raw::open(port);
+                // As libpq with sslmode=prefer: an SSLRequest first, `N`
+                // back, then the start-up packet.
+                if i % 2 == 0 {
+                    raw.0.write_all(&[0, 0, 0, 8, 4, 210, 22, 47]).unwrap();
+                    let mut answer = [0u8; 1];
+                    if raw.0.read_exact(&mut answer).is_err() || answer[0] != b'N' {
+                        return (None, answer.to_vec());
+                    }
+                }
+                raw.startup(&["user", "burst", "database", "burst"]);
+                let mut reply = Vec::new();
+                let read = raw.0.read_to_end(&mut reply);
+                (read.err().map(|e| e.kind()), reply)
+            })
+        })
+        .collect();
+    let mut refused = 0;
+    for c in clients {
+        let (err, reply) = c.join().unwrap();
+        assert!(
+            reply.windows(6).any(|w| w == b"C53300"),
+            "{err:?} {}",
+            String::from_utf8_lossy(&reply)
+        );
+        refused += 1;
+    }
+    assert_eq!(refused, 300);
+    assert_eq!(first.query("select 1").status, b'I');
+}
+
+/// Connections that have not sent their start-up packet take no place
+/// among max_connections, as in PostgreSQL (before, two silent sockets
+/// kept every client out of a two-connection server for 60 s).
+#[test]
+fn connections_still_in_start_up_take_no_place() {
+    let serve = Serve::start(&["--max-connections", "2"]);
+    let port = serve.port;
+    let silent: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let (mut a, mut b) = (Raw::connect(port), Raw::connect(port));
+    assert_eq!(a.query("select 1").status, b'I');
+    assert_eq!(b.query("select 1").status, b'I');
+    // The two places are taken now: a third is refused.
+    let mut third = Raw::open(port);
+    third.startup(&["user", "raw", "database", "raw"]);
+    let mut reply = Vec::new();
+    let _ = third.0.read_to_end(&mut reply);
+    assert!(reply.windows(6).any(|w| w == b"C53300"), "{reply:?}");
+    drop(silent);
+    drop(a);
+    // A place given back is taken again (once its thread has ended).
+    let mut c = (0..50)
+        .find_map(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            std::panic::catch_unwind(|| Raw::connect(port)).ok()
+        })
+        .expect("the place was not given back");
+    assert_eq!(c.query("select 1").status, b'I');
+    assert_eq!(b.query("select 1").status, b'I');
 }
 
 #[test]

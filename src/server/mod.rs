@@ -11,6 +11,7 @@
 mod cancel;
 pub mod codec;
 mod handlers;
+mod refuse;
 pub mod startup;
 
 use crate::error::{Error, Result};
@@ -21,12 +22,9 @@ use parking_lot::Mutex;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::PgWireServerHandlers;
-use pgwire::error::ErrorInfo;
-use pgwire::messages::response::ErrorResponse;
-use pgwire::messages::Message;
-use startup::Startup;
+use refuse::{send_fatal, Refuser};
+use startup::{Gate, Gated, Startup};
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -105,6 +103,9 @@ pub struct Server {
     open: Open,
     /// Answers CancelRequests.
     cancels: Arc<CancelRequests>,
+    /// Connections past their start-up packet (`startup::Gate`).
+    started: Arc<AtomicUsize>,
+    refuser: Refuser,
 }
 
 /// How long the accept loop sleeps when no connection waits: the delay a
@@ -135,6 +136,9 @@ impl Server {
             max_message_size: config.max_message_size,
             open: Arc::new(Mutex::new(HashMap::new())),
             cancels: Arc::new(CancelRequests(sql.clone())),
+            started: Arc::new(AtomicUsize::new(0)),
+            refuser: Refuser::start()
+                .map_err(|e| Error::io("untorn-refuser", "spawning a thread", e))?,
             sql,
         })
     }
@@ -169,8 +173,12 @@ impl Server {
                 }
             };
             threads.retain(|t| !t.is_finished());
-            if self.open.lock().len() >= self.max_connections {
-                refuse_busy(stream);
+            // A connection counts against max_connections from its
+            // start-up packet (`startup::Gate`); as many again may be
+            // in start-up, as PostgreSQL lets its postmaster have twice
+            // as many children as connections.
+            if self.open.lock().len() >= 2 * self.max_connections {
+                self.refuser.refuse(stream);
                 continue;
             }
             next_id += 1;
@@ -232,7 +240,10 @@ impl Server {
         let conn = Arc::new(Connection::new(session));
         let handlers = Handlers {
             conn: conn.clone(),
-            startup: self.startup.clone(),
+            startup: Arc::new(Gated {
+                startup: self.startup.clone(),
+                gate: Gate::new(self.started.clone(), self.max_connections),
+            }),
             max_message_size: self.max_message_size,
             cancels: self.cancels.clone(),
         };
@@ -338,69 +349,6 @@ fn serve_connection(stream: TcpStream, handlers: Handlers) -> std::io::Result<()
     })
 }
 
-/// At most this many connections over `max_connections` are answered
-/// as PostgreSQL answers them (SSLRequest first) at a time; beyond, the
-/// error is sent at once.
-const REFUSING_MAX: usize = 8;
-static REFUSING: AtomicUsize = AtomicUsize::new(0);
-
-/// Refuses a connection over `max_connections` readably: as PostgreSQL,
-/// it answers an SSLRequest (or GSSENCRequest) with `N` and reads the
-/// start-up packet first, so libpq shows "sorry, too many clients
-/// already" rather than an error "during SSL exchange". On a thread of
-/// its own (a second at most), so the accept loop never waits on it.
-fn refuse_busy(stream: TcpStream) {
-    if REFUSING.fetch_add(1, Ordering::SeqCst) >= REFUSING_MAX {
-        REFUSING.fetch_sub(1, Ordering::SeqCst);
-        send_fatal(&stream, "53300", "sorry, too many clients already");
-        return;
-    }
-    let refuse = move || {
-        negotiate_until_startup(&stream);
-        send_fatal(&stream, "53300", "sorry, too many clients already");
-        REFUSING.fetch_sub(1, Ordering::SeqCst);
-    };
-    if std::thread::Builder::new().spawn(refuse).is_err() {
-        REFUSING.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Reads (and drops) what a client sends before its start-up packet ends:
-/// an SSLRequest or GSSENCRequest is answered `N`. Gives up after a second.
-fn negotiate_until_startup(mut stream: &TcpStream) {
-    const NEGOTIATION_CODES: [u32; 2] = [80877103, 80877104];
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-    for _ in 0..3 {
-        let mut head = [0u8; 8];
-        if stream.read_exact(&mut head).is_err() {
-            return;
-        }
-        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        let code = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
-        if len == 8 && NEGOTIATION_CODES.contains(&code) {
-            if stream.write_all(b"N").is_err() {
-                return;
-            }
-            continue;
-        }
-        let rest = len.saturating_sub(8).min(10_000) as u64;
-        let _ = std::io::copy(&mut stream.take(rest), &mut std::io::sink());
-        return;
-    }
-}
-
-/// Ends a connection with a FATAL ErrorResponse, as PostgreSQL refuses
-/// one over max_connections.
-fn send_fatal(mut stream: &TcpStream, code: &str, message: &str) {
-    let info = ErrorInfo::new("FATAL".into(), code.into(), message.into());
-    let mut msg = bytes::BytesMut::new();
-    if ErrorResponse::from(info).encode(&mut msg).is_ok() {
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.write_all(&msg);
-    }
-}
-
 /// Whether a client's socket says the client has gone: its peer closed
 /// its side or reset it (poll(2) with POLLRDHUP, as PostgreSQL's
 /// client_connection_check_interval asks). Never waits; bytes the client
@@ -420,7 +368,7 @@ fn client_gone(stream: &TcpStream) -> bool {
 /// One connection's handlers, as pgwire asks for them.
 struct Handlers {
     conn: Arc<Connection>,
-    startup: Arc<Startup>,
+    startup: Arc<Gated>,
     max_message_size: usize,
     cancels: Arc<CancelRequests>,
 }

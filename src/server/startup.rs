@@ -15,6 +15,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, LazyLock};
 
 /// What clients learn of the server at start-up. `server_version` says
@@ -150,5 +151,76 @@ impl StartupHandler for Startup {
                 Ok(())
             }
         }
+    }
+}
+
+/// A connection's place among `max_connections`, taken when its start-up
+/// packet comes: a connection still in start-up (or one that never sends
+/// its packet) takes none, as PostgreSQL does not count backends before
+/// authentication (before, each took a place for up to 60 s from its
+/// accept). Given back when the connection ends.
+pub struct Gate {
+    started: Arc<AtomicUsize>,
+    max: usize,
+    taken: AtomicBool,
+}
+
+impl Gate {
+    pub fn new(started: Arc<AtomicUsize>, max: usize) -> Gate {
+        Gate {
+            started,
+            max,
+            taken: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes a place; false if all are taken.
+    fn take(&self) -> bool {
+        if self.taken.load(SeqCst) {
+            return true;
+        }
+        if self.started.fetch_add(1, SeqCst) >= self.max {
+            self.started.fetch_sub(1, SeqCst);
+            return false;
+        }
+        self.taken.store(true, SeqCst);
+        true
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        if self.taken.load(SeqCst) {
+            self.started.fetch_sub(1, SeqCst);
+        }
+    }
+}
+
+/// `Startup`, behind one connection's `Gate`.
+pub struct Gated {
+    pub startup: Arc<Startup>,
+    pub gate: Gate,
+}
+
+#[async_trait]
+impl StartupHandler for Gated {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if matches!(message, PgWireFrontendMessage::Startup(_)) && !self.gate.take() {
+            return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                "FATAL".into(),
+                "53300".into(),
+                "sorry, too many clients already".into(),
+            ))));
+        }
+        self.startup.on_startup(client, message).await
     }
 }

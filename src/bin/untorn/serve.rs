@@ -125,7 +125,7 @@ pub struct ServeArgs {
     double_write_flush_after: Option<u32>,
     /// max_files_per_process: the most data segment files open at once;
     /// past it the least recently used close and open again when used.
-    /// Fewer where `ulimit -n` leaves fewer free after three per connection
+    /// Fewer where `ulimit -n` leaves fewer free after five per connection
     /// and the engine's own [default: the engine's, 1000].
     #[arg(long, value_parser = clap::value_parser!(u64).range(8..=1_000_000))]
     max_files_per_process: Option<u64>,
@@ -189,12 +189,13 @@ fn options(a: &ServeArgs) -> untorn::Result<Options> {
     if let Some(n) = a.max_files_per_process {
         o.max_files_per_process = n as usize;
     }
-    // A socket (two handles on it: server/mod.rs spawn) and a sort's
-    // temporary file per connection, but never more
+    // Two handles on a socket (server/mod.rs spawn) for each connection
+    // and each in start-up (as many again), and a sort's temporary file
+    // per connection, but never more
     // than half of what is free: a small `ulimit -n` with a large
     // max_connections still opens, its connections then meet EMFILE.
     let free = untorn::file::open_files::descriptors_free().unwrap_or(usize::MAX);
-    o.reserved_file_descriptors += (3 * a.max_connections).min(free / 2);
+    o.reserved_file_descriptors += (5 * a.max_connections).min(free / 2);
     o.validate()?;
     Ok(o)
 }
