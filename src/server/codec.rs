@@ -10,12 +10,17 @@ use pgwire::messages::data::DataRow;
 
 /// One parameter's bytes as the value its type calls for; `None` is SQL
 /// NULL.
-pub fn decode_param(bytes: Option<&[u8]>, ty: SqlType, binary: bool) -> Result<Value, SqlError> {
+pub fn decode_param(
+    bytes: Option<&[u8]>,
+    ty: SqlType,
+    binary: bool,
+    declared: Option<&Type>,
+) -> Result<Value, SqlError> {
     let Some(bytes) = bytes else {
         return Ok(Value::Null);
     };
     if binary {
-        return decode_binary(bytes, ty);
+        return decode_binary(bytes, ty, declared);
     }
     let text = std::str::from_utf8(bytes)
         .map_err(|_| SqlError::new("22021", "invalid byte sequence for encoding \"UTF8\""))?;
@@ -28,7 +33,12 @@ pub fn decode_param(bytes: Option<&[u8]>, ty: SqlType, binary: bool) -> Result<V
     })
 }
 
-fn decode_binary(bytes: &[u8], ty: SqlType) -> Result<Value, SqlError> {
+/// A binary integer is as wide as the type the client declared for it
+/// (int2 2 bytes, int4 4, int8 8), or, undeclared, as the type the
+/// statement gave it, as PostgreSQL's int4recv reads exactly 4 bytes:
+/// fewer are 08P01 "insufficient data left in message", more 22P03
+/// (before, any of 2, 4 or 8 bytes was taken for any integer).
+fn decode_binary(bytes: &[u8], ty: SqlType, declared: Option<&Type>) -> Result<Value, SqlError> {
     let bad = || {
         SqlError::new(
             codes::PROTOCOL_VIOLATION,
@@ -39,12 +49,32 @@ fn decode_binary(bytes: &[u8], ty: SqlType) -> Result<Value, SqlError> {
         )
     };
     Ok(match ty {
-        SqlType::Int4 | SqlType::Int8 => Value::Int(match bytes.len() {
-            2 => i16::from_be_bytes(bytes.try_into().map_err(|_| bad())?) as i64,
-            4 => i32::from_be_bytes(bytes.try_into().map_err(|_| bad())?) as i64,
-            8 => i64::from_be_bytes(bytes.try_into().map_err(|_| bad())?),
-            _ => return Err(bad()),
-        }),
+        SqlType::Int4 | SqlType::Int8 => {
+            let width = match declared {
+                Some(t) if *t == Type::INT2 => 2,
+                Some(t) if *t == Type::INT4 => 4,
+                Some(t) if *t == Type::INT8 => 8,
+                _ if ty == SqlType::Int8 => 8,
+                _ => 4,
+            };
+            if bytes.len() != width {
+                return Err(SqlError::new(
+                    match bytes.len() < width {
+                        true => codes::PROTOCOL_VIOLATION,
+                        false => codes::INVALID_BINARY_REPRESENTATION,
+                    },
+                    match bytes.len() < width {
+                        true => "insufficient data left in message".to_string(),
+                        false => "incorrect binary data format".to_string(),
+                    },
+                ));
+            }
+            Value::Int(match width {
+                2 => i16::from_be_bytes(bytes.try_into().map_err(|_| bad())?) as i64,
+                4 => i32::from_be_bytes(bytes.try_into().map_err(|_| bad())?) as i64,
+                _ => i64::from_be_bytes(bytes.try_into().map_err(|_| bad())?),
+            })
+        }
         SqlType::Bool => match bytes {
             [b] => Value::Bool(*b != 0),
             _ => return Err(bad()),
@@ -58,6 +88,13 @@ fn decode_binary(bytes: &[u8], ty: SqlType) -> Result<Value, SqlError> {
             })?)
         }
     })
+}
+
+/// `e`, a parameter's, naming which (1-based), as PostgreSQL's "in bind
+/// parameter N".
+pub fn in_parameter(e: SqlError, i: usize) -> SqlError {
+    let message = format!("{} in bind parameter {}", e.message, i + 1);
+    SqlError::new(e.code, message)
 }
 
 fn parse_int(text: &str, ty: SqlType) -> Result<i64, SqlError> {
@@ -143,27 +180,59 @@ mod tests {
     fn parameters_decode_from_text_and_binary() {
         let int8 = 42i64.to_be_bytes();
         assert_eq!(
-            decode_param(Some(&int8), SqlType::Int8, true).unwrap(),
+            decode_param(Some(&int8), SqlType::Int8, true, None).unwrap(),
             Value::Int(42)
         );
         assert_eq!(
-            decode_param(Some(b"-2448"), SqlType::Int4, false).unwrap(),
+            decode_param(Some(b"-2448"), SqlType::Int4, false, None).unwrap(),
             Value::Int(-2448)
         );
         assert_eq!(
-            decode_param(None, SqlType::Int4, false).unwrap(),
+            decode_param(None, SqlType::Int4, false, None).unwrap(),
             Value::Null
         );
         assert_eq!(
-            decode_param(Some(b"abc"), SqlType::Unknown, false).unwrap(),
+            decode_param(Some(b"abc"), SqlType::Unknown, false, None).unwrap(),
             Value::Text("abc".into())
         );
-        let err = decode_param(Some(b"12x"), SqlType::Int4, false).unwrap_err();
+        let err = decode_param(Some(b"12x"), SqlType::Int4, false, None).unwrap_err();
         assert_eq!(err.code, codes::INVALID_TEXT_REPRESENTATION);
-        let err = decode_param(Some(b"3000000000"), SqlType::Int4, false).unwrap_err();
+        let err = decode_param(Some(b"3000000000"), SqlType::Int4, false, None).unwrap_err();
         assert_eq!(err.code, codes::NUMERIC_VALUE_OUT_OF_RANGE);
-        let err = decode_param(Some(&[1, 2, 3]), SqlType::Int8, true).unwrap_err();
+        let err = decode_param(Some(&[1, 2, 3]), SqlType::Int8, true, None).unwrap_err();
         assert_eq!(err.code, codes::PROTOCOL_VIOLATION);
+    }
+
+    /// A binary integer is exactly as wide as its declared type, or, not
+    /// declared, as the statement's: 2, 4 and 8 bytes were all taken for
+    /// any integer before.
+    #[test]
+    fn binary_integers_are_as_wide_as_their_type() {
+        let p = |bytes: &[u8], ty, declared: Option<Type>| {
+            decode_param(Some(bytes), ty, true, declared.as_ref())
+        };
+        let two = 7i16.to_be_bytes();
+        let four = 7i32.to_be_bytes();
+        let eight = 7i64.to_be_bytes();
+        assert_eq!(
+            p(&two, SqlType::Int4, Some(Type::INT2)).unwrap(),
+            Value::Int(7)
+        );
+        assert_eq!(p(&four, SqlType::Int4, None).unwrap(), Value::Int(7));
+        assert_eq!(
+            p(&eight, SqlType::Int4, Some(Type::INT8)).unwrap(),
+            Value::Int(7)
+        );
+        assert_eq!(p(&eight, SqlType::Int8, None).unwrap(), Value::Int(7));
+        assert_eq!(p(&two, SqlType::Int4, None).unwrap_err().code, "08P01");
+        assert_eq!(p(&eight, SqlType::Int4, None).unwrap_err().code, "22P03");
+        assert_eq!(
+            p(&four, SqlType::Int4, Some(Type::INT2)).unwrap_err().code,
+            "22P03"
+        );
+        assert_eq!(p(&four, SqlType::Int8, None).unwrap_err().code, "08P01");
+        let e = in_parameter(p(&two, SqlType::Int4, None).unwrap_err(), 0);
+        assert!(e.message.ends_with("in bind parameter 1"), "{e}");
     }
 
     #[test]

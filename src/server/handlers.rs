@@ -412,13 +412,17 @@ fn parameters(portal: &Portal<Arc<Prepared>>) -> Result<Vec<Value>, SqlError> {
             ));
         }
     }
+    let declared = &portal.statement.parameter_types;
     portal
         .parameters
         .iter()
         .zip(types)
         .enumerate()
         .map(|(i, (bytes, ty))| {
-            codec::decode_param(bytes.as_deref(), *ty, portal.parameter_format.is_binary(i))
+            let declared = declared.get(i).cloned().flatten();
+            let binary = portal.parameter_format.is_binary(i);
+            codec::decode_param(bytes.as_deref(), *ty, binary, declared.as_ref())
+                .map_err(|e| codec::in_parameter(e, i))
         })
         .collect()
 }

@@ -216,6 +216,7 @@ pub mod codes {
     pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
     pub const DIVISION_BY_ZERO: &str = "22012";
     pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
+    pub const INVALID_BINARY_REPRESENTATION: &str = "22P03";
     pub const PROTOCOL_VIOLATION: &str = "08P01";
     pub const INVALID_PARAMETER_VALUE: &str = "22023";
     pub const CONNECTION_FAILURE: &str = "08006";
