@@ -19,6 +19,14 @@ pub enum Arith {
     Mod,
 }
 
+/// The integer type arithmetic is done in (found when the expression
+/// is typed; int8 until then).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Width {
+    Int4,
+    Int8,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cmp {
     Eq,
@@ -34,7 +42,9 @@ pub enum Expr {
     Const(Value, SqlType),
     Param(usize),
     Column(usize),
-    Arith(Arith, Box<Expr>, Box<Expr>),
+    /// `a op b`; with `Int4` set by typing when neither operand is int8,
+    /// the result must fit int4 (22003), as PostgreSQL's int4 operators.
+    Arith(Arith, Box<Expr>, Box<Expr>, Width),
     Neg(Box<Expr>),
     Cmp(Cmp, Box<Expr>, Box<Expr>),
     And(Box<Expr>, Box<Expr>),
@@ -100,8 +110,8 @@ pub fn object_name(n: &ast::ObjectName, sql: &str) -> Result<String, SqlError> {
 impl Scope<'_> {
     /// A WHERE clause as a boolean expression (its parameters typed so).
     pub fn condition(&mut self, clause: Option<&ast::Expr>) -> Result<Option<Expr>, SqlError> {
-        let filter = clause.map(|w| self.convert(w)).transpose()?;
-        if let Some(f) = &filter {
+        let mut filter = clause.map(|w| self.convert(w)).transpose()?;
+        if let Some(f) = &mut filter {
             self.type_of(f, SqlType::Bool);
         }
         Ok(filter)
@@ -123,9 +133,9 @@ impl Scope<'_> {
     }
 
     /// `x IN (list)`'s: a parameter takes the first member's type known.
-    fn type_of_in(&mut self, x: &Expr, list: &[Expr]) -> SqlType {
+    fn type_of_in(&mut self, x: &mut Expr, list: &mut [Expr]) -> SqlType {
         let mut t = self.type_of(x, SqlType::Unknown);
-        for e in list {
+        for e in list.iter_mut() {
             let te = self.type_of(e, t);
             if t == SqlType::Unknown {
                 t = te;
@@ -136,7 +146,7 @@ impl Scope<'_> {
     }
 
     /// The type of `e`; a parameter still unknown takes `hint`.
-    pub fn type_of(&mut self, e: &Expr, hint: SqlType) -> SqlType {
+    pub fn type_of(&mut self, e: &mut Expr, hint: SqlType) -> SqlType {
         match e {
             Expr::Const(_, t) => *t,
             Expr::Param(i) => {
@@ -146,11 +156,13 @@ impl Scope<'_> {
                 self.params[*i]
             }
             Expr::Column(c) => self.columns[*c].1,
-            Expr::Arith(_, a, b) => {
+            Expr::Arith(_, a, b, width) => {
                 let (ta, tb) = self.type_pair(a, b);
                 if ta == SqlType::Int8 || tb == SqlType::Int8 {
+                    *width = Width::Int8;
                     SqlType::Int8
                 } else {
+                    *width = Width::Int4;
                     SqlType::Int4
                 }
             }
@@ -182,7 +194,7 @@ impl Scope<'_> {
             }
             Expr::Now => SqlType::Timestamp,
             Expr::Call(f, args) => {
-                for (i, a) in args.iter().enumerate() {
+                for (i, a) in args.iter_mut().enumerate() {
                     self.type_of(a, f.argument_type(i));
                 }
                 f.result_type()
@@ -195,7 +207,7 @@ impl Scope<'_> {
     /// Only an operand of unknown type (a parameter or a literal, never a
     /// compound expression) is visited twice, so typing is linear in the
     /// expression's size.
-    fn type_pair(&mut self, a: &Expr, b: &Expr) -> (SqlType, SqlType) {
+    fn type_pair(&mut self, a: &mut Expr, b: &mut Expr) -> (SqlType, SqlType) {
         let ta = self.type_of(a, SqlType::Unknown);
         let tb = self.type_of(b, ta);
         if ta == SqlType::Unknown {
@@ -264,11 +276,11 @@ impl Scope<'_> {
             ast::Expr::BinaryOp { left, op, right } => {
                 let (a, b) = (Box::new(inner(self, left)?), Box::new(inner(self, right)?));
                 match op {
-                    B::Plus => Expr::Arith(Arith::Add, a, b),
-                    B::Minus => Expr::Arith(Arith::Sub, a, b),
-                    B::Multiply => Expr::Arith(Arith::Mul, a, b),
-                    B::Divide => Expr::Arith(Arith::Div, a, b),
-                    B::Modulo => Expr::Arith(Arith::Mod, a, b),
+                    B::Plus => Expr::Arith(Arith::Add, a, b, Width::Int8),
+                    B::Minus => Expr::Arith(Arith::Sub, a, b, Width::Int8),
+                    B::Multiply => Expr::Arith(Arith::Mul, a, b, Width::Int8),
+                    B::Divide => Expr::Arith(Arith::Div, a, b, Width::Int8),
+                    B::Modulo => Expr::Arith(Arith::Mod, a, b, Width::Int8),
                     B::Eq => Expr::Cmp(Cmp::Eq, a, b),
                     B::NotEq => Expr::Cmp(Cmp::Ne, a, b),
                     B::Lt => Expr::Cmp(Cmp::Lt, a, b),
@@ -457,7 +469,7 @@ impl Expr {
                 None => Value::Null,
                 Some(x) => Value::Int(x.checked_neg().ok_or_else(out_of_range)?),
             },
-            Expr::Arith(op, a, b) => {
+            Expr::Arith(op, a, b, width) => {
                 let (Some(x), Some(y)) = (as_int(&a.eval(row, cx)?)?, as_int(&b.eval(row, cx)?)?)
                 else {
                     return Ok(Value::Null);
@@ -472,7 +484,11 @@ impl Expr {
                     Arith::Div => x.checked_div(y),
                     Arith::Mod => x.checked_rem(y),
                 };
-                Value::Int(r.ok_or_else(out_of_range)?)
+                let r = r.ok_or_else(out_of_range)?;
+                if *width == Width::Int4 && i32::try_from(r).is_err() {
+                    return Err(out_of_range());
+                }
+                Value::Int(r)
             }
             Expr::Cmp(op, a, b) => {
                 let (x, y) = (a.eval(row, cx)?, b.eval(row, cx)?);
@@ -540,7 +556,7 @@ impl Expr {
             // A call may act (a signal): once per row, never folded.
             Expr::Column(_) | Expr::Call(..) => false,
             Expr::Neg(a) | Expr::Not(a) | Expr::IsNull(a, _) => a.is_constant(),
-            Expr::Arith(_, a, b) | Expr::Cmp(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
+            Expr::Arith(_, a, b, _) | Expr::Cmp(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
                 a.is_constant() && b.is_constant()
             }
             Expr::Between(a, b, c, _) => a.is_constant() && b.is_constant() && c.is_constant(),

@@ -277,8 +277,8 @@ fn update(
                     return Err(ns());
                 };
                 let c = column_of(&meta.def.columns, &object_name(n, sql)?)?;
-                let e = sc.convert(&a.value)?;
-                sc.type_of(&e, meta.def.columns[c].ty);
+                let mut e = sc.convert(&a.value)?;
+                sc.type_of(&mut e, meta.def.columns[c].ty);
                 sets.push((c, e));
             }
             let filter = sc.condition(up.selection.as_ref())?.map(or_chains_as_in);
@@ -408,8 +408,8 @@ fn insert(
                 arity(r.len())?;
                 let mut row = Vec::with_capacity(r.len());
                 for (e, t) in r.iter().zip(&targets) {
-                    let e = sc.convert(e)?;
-                    sc.type_of(&e, meta.def.columns[*t].ty);
+                    let mut e = sc.convert(e)?;
+                    sc.type_of(&mut e, meta.def.columns[*t].ty);
                     row.push(e);
                 }
                 rows.push(row);
@@ -451,7 +451,7 @@ fn insert(
                 ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => sc.convert(e),
                 _ => Err(ns()),
             };
-            let (from, to) = (bound(&args.args[0])?, bound(&args.args[1])?);
+            let (mut from, mut to) = (bound(&args.args[0])?, bound(&args.args[1])?);
             let x = vec![(ident(&alias.name), SqlType::Int4)];
             let mut sc = Scope {
                 columns: &x,
@@ -460,16 +460,16 @@ fn insert(
                 sql,
                 limits,
             };
-            sc.type_of(&from, SqlType::Int4);
-            sc.type_of(&to, SqlType::Int4);
+            sc.type_of(&mut from, SqlType::Int4);
+            sc.type_of(&mut to, SqlType::Int4);
             arity(s.projection.len())?;
             let mut exprs = Vec::new();
             for (item, t) in s.projection.iter().zip(&targets) {
                 let ast::SelectItem::UnnamedExpr(e) = item else {
                     return Err(ns());
                 };
-                let e = sc.convert(e)?;
-                sc.type_of(&e, meta.def.columns[*t].ty);
+                let mut e = sc.convert(e)?;
+                sc.type_of(&mut e, meta.def.columns[*t].ty);
                 exprs.push(e);
             }
             InsertSource::Series { from, to, exprs }

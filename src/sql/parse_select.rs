@@ -110,8 +110,8 @@ pub(super) fn select(
             }
             _ => return Err(ns()),
         };
-        let item = aggregate(&mut sc, e)?;
-        let ty = match &item {
+        let mut item = aggregate(&mut sc, e)?;
+        let ty = match &mut item {
             Item::Expr(x) => sc.type_of(x, SqlType::Unknown),
             Item::Count(_) | Item::Sum(_) => SqlType::Int8,
             Item::Min(x) | Item::Max(x) => sc.type_of(x, SqlType::Unknown),
@@ -148,7 +148,7 @@ pub(super) fn select(
             if o.with_fill.is_some() || o.options.nulls_first.is_some() || aggregate {
                 return Err(ns());
             }
-            let e = match &o.expr {
+            let mut e = match &o.expr {
                 ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..)) => {
                     let ast::Value::Number(n, _) = &v.value else {
                         unreachable!()
@@ -164,7 +164,7 @@ pub(super) fn select(
                 }
                 other => sc.convert(other)?,
             };
-            sc.type_of(&e, SqlType::Unknown);
+            sc.type_of(&mut e, SqlType::Unknown);
             if distinct
                 && !items
                     .iter()
@@ -187,11 +187,11 @@ pub(super) fn select(
             offset: None,
             limit_by,
         }) if limit_by.is_empty() => {
-            let e = sc.convert(l)?;
+            let mut e = sc.convert(l)?;
             if !e.is_constant() {
                 return Err(ns());
             }
-            sc.type_of(&e, SqlType::Int8);
+            sc.type_of(&mut e, SqlType::Int8);
             Some(e)
         }
         _ => return Err(ns()),
@@ -246,14 +246,14 @@ fn aggregate(sc: &mut Scope<'_>, e: &ast::Expr) -> Result<Item, SqlError> {
     {
         return Err(ns());
     }
-    let arg = match &l.args[0] {
+    let mut arg = match &l.args[0] {
         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) if name == "count" => {
             return Ok(Item::Count(None))
         }
         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => sc.convert(x)?,
         _ => return Err(ns()),
     };
-    let t = sc.type_of(&arg, SqlType::Unknown);
+    let t = sc.type_of(&mut arg, SqlType::Unknown);
     // PostgreSQL's sum(int8) is numeric, a type this server lacks: an int8
     // result would be a different answer, so only sum(int4) is served.
     if name == "sum" && t != SqlType::Int4 {

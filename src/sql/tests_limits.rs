@@ -551,3 +551,30 @@ fn a_negative_limit_is_2201w() {
     let r = one(&mut s, "select id from l limit null").unwrap();
     assert!(matches!(r, Outcome::Rows { rows, .. } if rows.len() == 2));
 }
+
+/// Arithmetic on int4 operands is int4, as PostgreSQL's int4 operators:
+/// a result past its range is 22003 (it was computed in int8 and
+/// returned, so `2147483647 + 1` answered 2147483648). An int8 operand
+/// (a column, a literal past int4) makes it int8.
+#[test]
+fn int4_arithmetic_past_its_range_is_22003() {
+    on_session_stack(Limits::default(), |s| {
+        one(s, "create table n (id int primary key, v int, b bigint)").unwrap();
+        one(s, "insert into n values (1, 2147483647, 2147483647)").unwrap();
+        for sql in [
+            "select 2147483647 + 1",
+            "select -2147483647 - 2",
+            "select 65536 * 65536",
+            "select v + 1 from n",
+            "select count(*) from n where v + 1 > 0",
+            "update n set b = v + 1",
+        ] {
+            assert_eq!(code(s, sql), "22003", "{sql}");
+        }
+        assert_eq!(value(s, "select 2147483648 + 1"), Value::Int(2147483649));
+        assert_eq!(value(s, "select b + 1 from n"), Value::Int(2147483648));
+        assert_eq!(value(s, "select v + b from n"), Value::Int(4294967294));
+        assert_eq!(value(s, "select v - 1 + 1 from n"), Value::Int(2147483647));
+        assert_eq!(value(s, "select b from n"), Value::Int(2147483647));
+    });
+}
