@@ -101,7 +101,7 @@ impl SqlEngine {
             idle_outside: self.limits.idle_session_timeout,
             work_mem: self.limits.work_mem,
             local_timeout: None,
-            timeout_before_block: None,
+            settings_before_block: None,
             copy: None,
             interrupt: Arc::new(Interrupt::default()),
             implicit: false,
@@ -152,9 +152,10 @@ pub struct Session {
     pub(super) work_mem: usize,
     /// SET LOCAL's statement_timeout, until the block ends.
     local_timeout: Option<Option<std::time::Duration>>,
-    /// `statement_timeout` before the block's first SET: what a rollback
-    /// of the block restores, as PostgreSQL restores a GUC at abort.
-    timeout_before_block: Option<Option<std::time::Duration>>,
+    /// The session's settings before the block's first SET: what a
+    /// rollback of the block restores, as PostgreSQL restores its GUCs
+    /// at abort.
+    settings_before_block: Option<Settings>,
     /// The block is an extended-protocol batch's implicit transaction
     /// (`implicit`), which Sync ends.
     pub(super) implicit: bool,
@@ -170,6 +171,15 @@ pub struct Session {
     /// The process id the server gave this session (pg_backend_pid),
     /// under which it is listed in the engine's `backends`.
     pub(super) pid: Option<i32>,
+}
+
+/// The settings a session's SET changes (those a rollback restores).
+#[derive(Clone, Copy)]
+struct Settings {
+    statement_timeout: Option<std::time::Duration>,
+    idle_in_block: Option<std::time::Duration>,
+    idle_outside: Option<std::time::Duration>,
+    work_mem: usize,
 }
 
 pub(super) fn failed_block() -> SqlError {
@@ -274,8 +284,7 @@ impl Session {
         match (in_block, local) {
             (true, true) => self.local_timeout = Some(t),
             (true, false) => {
-                self.timeout_before_block
-                    .get_or_insert(self.statement_timeout);
+                self.keep_settings_for_rollback();
                 self.statement_timeout = t;
                 self.local_timeout = None;
             }
@@ -284,13 +293,34 @@ impl Session {
         }
     }
 
+    /// The settings now.
+    fn settings(&self) -> Settings {
+        Settings {
+            statement_timeout: self.statement_timeout,
+            idle_in_block: self.idle_in_block,
+            idle_outside: self.idle_outside,
+            work_mem: self.work_mem,
+        }
+    }
+
+    /// A SET is about to change a setting: in a block, the settings from
+    /// before it are kept (once) for a rollback to restore.
+    fn keep_settings_for_rollback(&mut self) {
+        if matches!(self.state, State::Block(_)) && self.settings_before_block.is_none() {
+            self.settings_before_block = Some(self.settings());
+        }
+    }
+
     /// A block ended: SET LOCAL's value ends, and an abort restores the
-    /// session's from before the block.
+    /// session's settings from before the block.
     fn end_settings(&mut self, committed: bool) {
         self.local_timeout = None;
-        if let Some(before) = self.timeout_before_block.take() {
+        if let Some(before) = self.settings_before_block.take() {
             if !committed {
-                self.statement_timeout = before;
+                self.statement_timeout = before.statement_timeout;
+                self.idle_in_block = before.idle_in_block;
+                self.idle_outside = before.idle_outside;
+                self.work_mem = before.work_mem;
             }
         }
     }
@@ -398,6 +428,7 @@ impl Session {
                 cmd("SET")
             }
             Plan::SetIdleTimeout { in_block, timeout } => {
+                self.keep_settings_for_rollback();
                 match in_block {
                     true => self.idle_in_block = *timeout,
                     false => self.idle_outside = *timeout,
@@ -405,6 +436,7 @@ impl Session {
                 cmd("SET")
             }
             Plan::SetWorkMem(bytes) => {
+                self.keep_settings_for_rollback();
                 self.work_mem = *bytes;
                 cmd("SET")
             }

@@ -578,3 +578,28 @@ fn int4_arithmetic_past_its_range_is_22003() {
         assert_eq!(value(s, "select b from n"), Value::Int(2147483647));
     });
 }
+
+/// SET work_mem and the idle timeouts in a block are undone by its
+/// rollback and kept by its commit, as statement_timeout was (they were
+/// kept either way before).
+#[test]
+fn a_rollback_undoes_the_blocks_sets_and_a_commit_keeps_them() {
+    on_session_stack(Limits::default(), |s| {
+        one(s, "set work_mem = '1MB'").unwrap();
+        let idle = |s: &Session| s.idle_timeout().map(|(d, ..)| d);
+        assert_eq!(idle(s), None);
+        for (end, kept) in [("rollback", false), ("commit", true)] {
+            one(s, "begin").unwrap();
+            one(s, "set work_mem = '64kB'").unwrap();
+            one(s, "set idle_session_timeout = 5000").unwrap();
+            one(s, "set statement_timeout = 7000").unwrap();
+            assert_eq!(s.work_mem, 64 << 10);
+            one(s, end).unwrap();
+            let five = Some(std::time::Duration::from_millis(5000));
+            assert_eq!(s.work_mem, if kept { 64 << 10 } else { 1 << 20 }, "{end}");
+            assert_eq!(idle(s), if kept { five } else { None }, "{end}");
+            let seven = Some(std::time::Duration::from_millis(7000));
+            assert_eq!(s.timeout(), if kept { seven } else { None }, "{end}");
+        }
+    });
+}
