@@ -34,6 +34,11 @@ pub struct ColumnDef {
     /// SERIAL / BIGSERIAL: an omitted value takes the table's next id.
     #[serde(default, skip_serializing_if = "is_false")]
     pub serial: bool,
+    /// SMALLINT: an int4 column that holds only int2's range (22003
+    /// past it, "smallint out of range"). Before, its values were
+    /// checked against int4's.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub smallint: bool,
 }
 
 fn is_false(b: &bool) -> bool {

@@ -38,6 +38,12 @@ pub fn store_value(v: Value, col: &ColumnDef) -> Result<Value, SqlError> {
     Ok(match col.ty {
         SqlType::Int4 => {
             let x = as_int(&v)?.expect("not null");
+            if col.smallint && i16::try_from(x).is_err() {
+                return Err(SqlError::new(
+                    codes::NUMERIC_VALUE_OUT_OF_RANGE,
+                    "smallint out of range",
+                ));
+            }
             if i32::try_from(x).is_err() {
                 return Err(SqlError::new(
                     codes::NUMERIC_VALUE_OUT_OF_RANGE,

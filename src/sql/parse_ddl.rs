@@ -10,7 +10,8 @@ use super::plan::Plan;
 use super::types::{codes, SqlError, SqlType};
 use sqlparser::ast;
 
-fn sql_type(dt: &ast::DataType, sql: &str) -> Result<(SqlType, bool), SqlError> {
+/// A column type: its SqlType, whether SERIAL, whether SMALLINT.
+fn sql_type(dt: &ast::DataType, sql: &str) -> Result<(SqlType, bool, bool), SqlError> {
     use ast::DataType as D;
     let len = |l: &Option<ast::CharacterLength>| match l {
         Some(ast::CharacterLength::IntegerLength { length, unit: None }) => {
@@ -20,18 +21,18 @@ fn sql_type(dt: &ast::DataType, sql: &str) -> Result<(SqlType, bool), SqlError> 
         _ => Err(SqlError::not_supported(sql)),
     };
     Ok(match dt {
-        D::Int(None) | D::Integer(None) | D::Int4(None) | D::SmallInt(None) | D::Int2(None) => {
-            (SqlType::Int4, false)
-        }
-        D::BigInt(None) | D::Int8(None) => (SqlType::Int8, false),
-        D::Char(l) | D::Character(l) => (SqlType::Bpchar(len(l)?.unwrap_or(1)), false),
-        D::Varchar(l) | D::CharacterVarying(l) => (SqlType::Varchar(len(l)?), false),
-        D::Text => (SqlType::Text, false),
-        D::Timestamp(None, ast::TimezoneInfo::None) => (SqlType::Timestamp, false),
-        D::Boolean | D::Bool => (SqlType::Bool, false),
+        D::Int(None) | D::Integer(None) | D::Int4(None) => (SqlType::Int4, false, false),
+        D::SmallInt(None) | D::Int2(None) => (SqlType::Int4, false, true),
+        D::BigInt(None) | D::Int8(None) => (SqlType::Int8, false, false),
+        D::Char(l) | D::Character(l) => (SqlType::Bpchar(len(l)?.unwrap_or(1)), false, false),
+        D::Varchar(l) | D::CharacterVarying(l) => (SqlType::Varchar(len(l)?), false, false),
+        D::Text => (SqlType::Text, false, false),
+        D::Timestamp(None, ast::TimezoneInfo::None) => (SqlType::Timestamp, false, false),
+        D::Boolean | D::Bool => (SqlType::Bool, false, false),
         D::Custom(name, mods) if mods.is_empty() => match object_name(name, sql)?.as_str() {
-            "serial" | "serial4" => (SqlType::Int4, true),
-            "bigserial" | "serial8" => (SqlType::Int8, true),
+            "serial" | "serial4" => (SqlType::Int4, true, false),
+            "bigserial" | "serial8" => (SqlType::Int8, true, false),
+            "smallserial" | "serial2" => (SqlType::Int4, true, true),
             _ => return Err(SqlError::not_supported(sql)),
         },
         _ => return Err(SqlError::not_supported(sql)),
@@ -82,13 +83,14 @@ pub(super) fn create_table(
     let mut columns = Vec::new();
     let mut primary_key = None;
     for (i, c) in ct.columns.iter().enumerate() {
-        let (ty, serial) = sql_type(&c.data_type, sql)?;
+        let (ty, serial, smallint) = sql_type(&c.data_type, sql)?;
         let mut def = ColumnDef {
             name: ident(&c.name),
             ty,
             not_null: serial,
             default: None,
             serial,
+            smallint,
         };
         for o in &c.options {
             match &o.option {

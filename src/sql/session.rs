@@ -618,6 +618,7 @@ fn coerce_param(v: &Value, t: SqlType) -> Result<Value, SqlError> {
                 not_null: false,
                 default: None,
                 serial: false,
+                smallint: false,
             };
             super::coerce::store_value(Value::Text(s.clone()), &col)?
         }

@@ -603,3 +603,27 @@ fn a_rollback_undoes_the_blocks_sets_and_a_commit_keeps_them() {
         }
     });
 }
+
+/// SMALLINT holds int2's range: past it is 22003 "smallint out of range"
+/// (it was stored as int4 and took 40000).
+#[test]
+fn a_smallint_column_refuses_values_past_int2() {
+    on_session_stack(Limits::default(), |s| {
+        one(s, "create table sm (id int primary key, v smallint)").unwrap();
+        one(s, "insert into sm values (1, 32767), (2, -32768)").unwrap();
+        for sql in [
+            "insert into sm values (3, 32768)",
+            "insert into sm values (3, -32769)",
+            "update sm set v = v + 1 where id = 1",
+        ] {
+            let e = one(s, sql).unwrap_err();
+            assert_eq!(e.code, "22003", "{sql}");
+            assert!(e.message.contains("smallint"), "{e}");
+        }
+        assert_eq!(value(s, "select sum(v) from sm"), Value::Int(-1));
+        assert_eq!(
+            value(s, "select count(*) from sm where v = 40000"),
+            Value::Int(0)
+        );
+    });
+}
