@@ -132,6 +132,27 @@ fn a_vanished_client_s_statement_stops_and_its_locks_go() {
     assert!(serve.stop().success());
 }
 
+/// A connection that has sent no statement yet is listed from the end of
+/// its start-up: pg_terminate_backend ends it (it answered false before,
+/// the session being listed at its first statement).
+#[test]
+fn pg_terminate_backend_reaches_a_connection_before_its_first_statement() {
+    let serve = Serve::start(&[]);
+    let port = serve.port;
+    let (mut fresh, (pid, _)) = Raw::connect_keyed(port);
+    assert_eq!(
+        psql(port, &format!("select pg_terminate_backend({pid})")),
+        "t"
+    );
+    let rest = fresh.until_closed();
+    assert_eq!(
+        errors(&rest),
+        [("FATAL".into(), "57P01".into())],
+        "{rest:?}"
+    );
+    assert!(serve.stop().success());
+}
+
 #[test]
 fn pg_cancel_backend_stops_the_running_statement_and_the_session_goes_on() {
     let serve = Serve::start(&[]);

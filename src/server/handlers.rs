@@ -78,8 +78,10 @@ impl Connection {
         )
     }
 
-    /// Lists the connection for CancelRequests, once it has its key.
-    fn enlist<C: ClientInfo>(&self, client: &C) {
+    /// Lists the connection for CancelRequests, once it has its key (at
+    /// the end of its start-up, `startup::Gated`; a message handler makes
+    /// sure).
+    pub(super) fn enlist<C: ClientInfo>(&self, client: &C) {
         use std::sync::atomic::Ordering::Relaxed;
         if !self.enlisted.swap(true, Relaxed) {
             let (p, key) = client.pid_and_secret_key();

@@ -243,6 +243,7 @@ impl Server {
             startup: Arc::new(Gated {
                 startup: self.startup.clone(),
                 gate: Gate::new(self.started.clone(), self.max_connections),
+                conn: conn.clone(),
             }),
             max_message_size: self.max_message_size,
             cancels: self.cancels.clone(),

@@ -10,7 +10,9 @@ use pgwire::api::auth::{
     finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata, AuthSource,
     LoginInfo, Password, ServerParameterProvider, StartupHandler,
 };
-use pgwire::api::{ClientInfo, PidSecretKeyGenerator, RandomPidSecretKeyGenerator};
+use pgwire::api::{
+    ClientInfo, PgWireConnectionState, PidSecretKeyGenerator, RandomPidSecretKeyGenerator,
+};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use std::collections::HashMap;
@@ -196,10 +198,13 @@ impl Drop for Gate {
     }
 }
 
-/// `Startup`, behind one connection's `Gate`.
+/// `Startup`, behind one connection's `Gate`; once the start-up is done
+/// the connection is listed (`Connection::enlist`), so pg_terminate_backend
+/// and CancelRequests reach it before its first statement.
 pub struct Gated {
     pub startup: Arc<Startup>,
     pub gate: Gate,
+    pub conn: Arc<super::handlers::Connection>,
 }
 
 #[async_trait]
@@ -221,6 +226,10 @@ impl StartupHandler for Gated {
                 "sorry, too many clients already".into(),
             ))));
         }
-        self.startup.on_startup(client, message).await
+        self.startup.on_startup(client, message).await?;
+        if matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            self.conn.enlist(client);
+        }
+        Ok(())
     }
 }
