@@ -117,8 +117,16 @@ fn user_error(e: SqlError) -> PgWireError {
     PgWireError::UserError(Box::new(error_info(e)))
 }
 
+/// A statement's error as the client gets it: ERROR, or FATAL where the
+/// session ends with it (terminated, shut down, its client gone), as
+/// PostgreSQL sends a terminated backend's running statement FATAL 57P01
+/// only (it got ERROR 57P01, then FATAL 57P01, before).
 fn error_info(e: SqlError) -> ErrorInfo {
-    ErrorInfo::new("ERROR".to_string(), e.code.to_string(), e.message)
+    let severity = match e.code {
+        codes::ADMIN_SHUTDOWN | codes::CONNECTION_FAILURE => "FATAL",
+        _ => "ERROR",
+    };
+    ErrorInfo::new(severity.to_string(), e.code.to_string(), e.message)
 }
 
 fn pg_type(ty: SqlType) -> Type {

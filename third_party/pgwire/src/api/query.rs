@@ -144,6 +144,11 @@ pub trait SimpleQueryHandler: Send + Sync {
                     Response::Query(results) => {
                         match send_query_response(client, results, true).await {
                             Ok(()) => {}
+                            // untorn: a FATAL one ends the session (the
+                            // server loop sends it and closes).
+                            Err(PgWireError::UserError(e)) if e.is_fatal() => {
+                                return Err(PgWireError::UserError(e));
+                            }
                             Err(PgWireError::UserError(e)) => {
                                 client
                                     .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
@@ -164,6 +169,11 @@ pub trait SimpleQueryHandler: Send + Sync {
                     Response::TransactionEnd(tag) => {
                         send_execution_response(client, tag).await?;
                         transaction_status = transaction_status.to_idle_state();
+                    }
+                    // untorn: a FATAL error ends the session, with no
+                    // ReadyForQuery before it (the server loop sends it).
+                    Response::Error(e) if e.is_fatal() => {
+                        return Err(PgWireError::UserError(e));
                     }
                     Response::Error(e) => {
                         client
@@ -468,6 +478,11 @@ pub trait ExtendedQueryHandler: Send + Sync {
                     client.portal_store().rm_portal(DEFAULT_NAME);
 
                     false
+                }
+                // untorn: a FATAL error ends the session (the server loop
+                // sends it).
+                Response::Error(err) if err.is_fatal() => {
+                    return Err(PgWireError::UserError(err));
                 }
                 Response::Error(err) => {
                     client
