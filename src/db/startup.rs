@@ -12,8 +12,11 @@
 //!    before trusting any of it ([`sync_after_unclean_shutdown`]).
 //! 3. Scan the WAL from the redo point to its end; refuse a WAL that ends
 //!    before the checkpoint record the control file names.
-//! 4. Bump the WAL epoch in the control file, durably, before any new WAL
-//!    is written, so stale pages of the previous run are never read as new.
+//! 4. Remove half-made WAL segments (`NAME.tmp`, left by a creation a
+//!    crash or a full disk cut short: they hold the space this step's
+//!    write may need). Bump the WAL epoch in the control file, durably,
+//!    before any new WAL is written, so stale pages of the previous run
+//!    are never read as new.
 //! 5. Open the WAL for writing at the scan's end.
 //! 6. If the directory has a double-write area (`dw/`), restore from it
 //!    every page its newest copy in [redo point, end of the WAL] must
@@ -85,7 +88,15 @@ pub(super) fn open(
     // 3.
     let scan = recovery::scan(&fs, &wal_dir, &wal_config(&control), control.redo_lsn)?;
     recovery::check_reached_checkpoint(&scan, &wal_dir, &control)?;
-    // 4.
+    // 4. (Half-made segments go first: on a full disk their space is
+    // what the control file's write needs.)
+    let removed = crate::wal::segment::remove_half_made(fs.as_ref(), &wal_dir)?;
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "removed half-made WAL segments a failed creation left"
+        );
+    }
     control.wal_epoch += 1;
     control.state = DbState::InRecovery;
     control.write(fs.as_ref(), dir, Issuer::Recovery)?;

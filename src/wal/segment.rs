@@ -53,6 +53,26 @@ pub fn list_segments(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<u64>> {
     Ok(out)
 }
 
+/// Removes the half-made segments (`NAME.tmp`) a crash during a
+/// creation left in `dir`; returns how many. They hold nothing, and on a
+/// full disk they hold the space the opening's first write (the control
+/// file's) needs. Not made durable: one that comes back after a crash is
+/// removed again.
+pub fn remove_half_made(fs: &dyn FileSystem, dir: &Path) -> Result<usize> {
+    let mut removed = 0;
+    for p in fs.list_dir(dir)? {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let half_made = name
+            .strip_suffix(TEMP_SUFFIX)
+            .is_some_and(|stem| parse_segment_name(stem).is_some());
+        if half_made {
+            fs.remove(&p, FileKind::Wal, Issuer::Recovery)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Writes zeros over `[from, to)` of `file`.
 fn zero_fill(file: &dyn File, from: u64, to: u64) -> Result<()> {
     let zeros = vec![0u8; ZERO_CHUNK];
@@ -79,10 +99,17 @@ pub fn create_segment(
         // Left over from a crash during an earlier creation.
         fs.remove(&tmp, FileKind::Wal, Issuer::WalWriter)?;
     }
-    {
-        let file = fs.open(&tmp, FileKind::Wal, OpenOptions::create_new())?;
-        zero_fill(file.as_ref(), 0, segment_size)?;
-        file.sync_all(Issuer::WalWriter)?;
+    let made = fs
+        .open(&tmp, FileKind::Wal, OpenOptions::create_new())
+        .and_then(|file| {
+            zero_fill(file.as_ref(), 0, segment_size)?;
+            file.sync_all(Issuer::WalWriter)
+        });
+    if let Err(e) = made {
+        // A full disk (or any failure) leaves no half-made segment to
+        // hold the space a reopening needs.
+        let _ = fs.remove(&tmp, FileKind::Wal, Issuer::WalWriter);
+        return Err(e);
     }
     fs.rename(&tmp, &path, FileKind::Wal, Issuer::WalWriter)?;
     fs.sync_dir(dir, Issuer::WalWriter)?;
@@ -169,6 +196,51 @@ mod tests {
         assert_eq!(parse_segment_name("000000000000001a"), None);
         assert_eq!(parse_segment_name("000000000000001A.tmp"), None);
         assert_eq!(parse_segment_name("1A"), None);
+    }
+
+    /// A creation that fails (a full disk) leaves no `.tmp` behind, and
+    /// one a crash left is removed by `remove_half_made`. Before, the
+    /// 6 MB a failed creation had written stayed, and a reopening on the
+    /// full disk failed at its first write (untorn.control.tmp, ENOSPC).
+    #[test]
+    fn a_failed_creation_leaves_no_half_made_segment() {
+        use crate::crashlab::sim::SimFileSystem;
+        let fs = SimFileSystem::new(Arc::new(crate::file::IoStats::default()));
+        let dir = Path::new("/sim/wal");
+        fs.create_dir_all(dir).unwrap();
+        let mb = crate::settings::MB;
+        create_segment(&fs, dir, 0, mb).unwrap();
+        fs.update_faults(|f| f.enospc_after_bytes = Some((FileKind::Wal, mb / 2)));
+        assert!(create_segment(&fs, dir, 1, mb).err().unwrap().is_disk_full());
+        fs.update_faults(|f| f.enospc_after_bytes = None);
+        let names = |fs: &SimFileSystem| -> Vec<String> {
+            let mut v: Vec<String> = fs
+                .list_dir(dir)
+                .unwrap()
+                .iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(&fs), ["0000000000000000"]);
+        // As a crash mid-creation leaves it.
+        let left = fs
+            .open(
+                &dir.join("0000000000000003.tmp"),
+                FileKind::Wal,
+                OpenOptions::create_new(),
+            )
+            .unwrap();
+        left.write_at(&[7; 4096], 0, Issuer::WalWriter).unwrap();
+        fs.open(
+            &dir.join("notes.tmp"),
+            FileKind::Wal,
+            OpenOptions::create_new(),
+        )
+        .unwrap();
+        assert_eq!(remove_half_made(&fs, dir).unwrap(), 1);
+        assert_eq!(names(&fs), ["0000000000000000", "notes.tmp"]);
     }
 
     #[test]
