@@ -230,15 +230,10 @@ impl Session {
         let (def, index) = ddl::indexed_def(&eng.db, &eng.catalog, &old.def, name, columns)?;
         self.block_ddl.made.push(index.name.clone());
         let idef = def.indexes.last().expect("just added").clone();
-        let tx = self.block_tx(stop);
-        let mut source = Source::open(&old, &Access::Full, cx, false)?;
-        while !source.done() {
-            for (key, row) in source.next_batch(tx, cx, SCAN_CHUNK)? {
-                cx.watch.check()?;
-                tx.insert(&index, &index_entry(&idef, &row, &key), b"")
-                    .map_err(engine_err)?;
-            }
-        }
+        self.each_row_in_block(&old, stop, cx, |tx, key, row| {
+            tx.insert(&index, &index_entry(&idef, &row, &key), b"")
+                .map_err(engine_err)
+        })?;
         let meta = Catalog::meta(&eng.db, def, Some(old.next_id.clone()))?;
         self.put_in_view(table, Some(Arc::new(meta)), Some(&old))
     }
@@ -260,15 +255,34 @@ impl Session {
             .made
             .extend(ddl::engine_tables(&def).cloned());
         let new = Catalog::meta(&eng.db, def, Some(old.next_id.clone()))?;
+        self.each_row_in_block(&old, stop, cx, |tx, _, row| {
+            ddl::copy_row(&mut Sink::Tx(tx), &new, &row)
+        })?;
+        self.put_in_view(table, Some(Arc::new(new)), Some(&old))
+    }
+
+    /// Calls `f` with each row of `table` as the block sees it (the block
+    /// holds the table whole: no row is locked), a scan batch at a time.
+    fn each_row_in_block(
+        &mut self,
+        table: &Arc<TableMeta>,
+        stop: &Stop<'_>,
+        cx: &Ctx<'_>,
+        mut f: impl FnMut(
+            &mut super::exec::Tx,
+            Vec<u8>,
+            Vec<super::types::Value>,
+        ) -> Result<(), SqlError>,
+    ) -> Result<(), SqlError> {
         let tx = self.block_tx(stop);
-        let mut source = Source::open(&old, &Access::Full, cx, false)?;
+        let mut source = Source::open(table, &Access::Full, cx, false)?;
         while !source.done() {
-            for (_, row) in source.next_batch(tx, cx, SCAN_CHUNK)? {
+            for (key, row) in source.next_batch(tx, cx, SCAN_CHUNK)? {
                 cx.watch.check()?;
-                ddl::copy_row(&mut Sink::Tx(tx), &new, &row)?;
+                f(tx, key, row)?;
             }
         }
-        self.put_in_view(table, Some(Arc::new(new)), Some(&old))
+        Ok(())
     }
 
     /// The block's transaction (begun if it has not yet), its lock waits

@@ -211,7 +211,10 @@ mod tests {
         let mb = crate::settings::MB;
         create_segment(&fs, dir, 0, mb).unwrap();
         fs.update_faults(|f| f.enospc_after_bytes = Some((FileKind::Wal, mb / 2)));
-        assert!(create_segment(&fs, dir, 1, mb).err().unwrap().is_disk_full());
+        assert!(create_segment(&fs, dir, 1, mb)
+            .err()
+            .unwrap()
+            .is_disk_full());
         fs.update_faults(|f| f.enospc_after_bytes = None);
         let names = |fs: &SimFileSystem| -> Vec<String> {
             let mut v: Vec<String> = fs
