@@ -52,8 +52,9 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().parse_budget as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     parse_budget: u64,
-    /// Most rows an UPDATE or DELETE reads into memory before changing
-    /// them; more is SQLSTATE 54000 (a SELECT's rows are streamed).
+    /// Most rows the library's whole-result calls return (SQLSTATE 54000
+    /// past it); the server streams SELECT's rows, and UPDATE and DELETE
+    /// change rows as they read them, so nothing it runs holds them.
     #[arg(long, default_value_t = Limits::default().max_result_rows as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_result_rows: u64,
