@@ -504,7 +504,7 @@ impl Session {
                     }
                     Ok(())
                 };
-                let current = self.current(table, &meta);
+                let current = self.current(&eng.catalog, table, &meta);
                 self.with_tx(&stop, |tx| {
                     load(&mut Sink::Tx(tx))?;
                     current.check()
@@ -517,7 +517,7 @@ impl Session {
                 source: InsertSource::Values(rows),
             } => {
                 let meta = self.table(table)?;
-                let current = self.current(table, &meta);
+                let current = self.current(&eng.catalog, table, &meta);
                 self.with_tx(&stop, |tx| {
                     let mut sink = Sink::Tx(tx);
                     for r in rows {
@@ -542,7 +542,7 @@ impl Session {
                 let meta = self.table(table)?;
                 let db = self.engine.db.clone();
                 let spool = KeySpool::new(&db, self.work_mem, self.memory.charge());
-                let current = self.current(table, &meta);
+                let current = self.current(&eng.catalog, table, &meta);
                 let n = self.with_tx(&stop, |tx| {
                     let n = exec::update(tx, &meta, sets, filter.as_ref(), access, &cx, spool)?;
                     current.check().map(|()| n)
@@ -555,7 +555,7 @@ impl Session {
                 access,
             } => {
                 let meta = self.table(table)?;
-                let current = self.current(table, &meta);
+                let current = self.current(&eng.catalog, table, &meta);
                 let n = self.with_tx(&stop, |tx| {
                     let n = exec::delete(tx, &meta, filter.as_ref(), access, &cx)?;
                     current.check().map(|()| n)

@@ -41,7 +41,8 @@ impl Session {
         }
         // The table found at COPY's start may have changed before its
         // first row was written (`session_ddl::Current`).
-        self.current(&c.meta.def.name, &c.meta).check()
+        self.current(&eng.catalog, &c.meta.def.name, &c.meta)
+            .check()
     }
 
     fn abandon_copy(&mut self, c: CopyState, e: SqlError) -> SqlError {

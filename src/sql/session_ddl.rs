@@ -79,9 +79,14 @@ impl Session {
 
     /// What checks, after a statement's writes of table `name` found as
     /// `meta`, that `meta` is still its definition (`Current`).
-    pub(super) fn current<'a>(&self, name: &'a str, meta: &'a Arc<TableMeta>) -> Current<'a> {
+    pub(super) fn current<'a>(
+        &self,
+        catalog: &'a Catalog,
+        name: &'a str,
+        meta: &'a Arc<TableMeta>,
+    ) -> Current<'a> {
         Current {
-            catalog: (!self.block_ddl.view.contains_key(name)).then(|| self.engine.clone()),
+            catalog: (!self.block_ddl.view.contains_key(name)).then_some(catalog),
             name,
             meta,
         }
@@ -404,17 +409,17 @@ impl Session {
 /// transaction, so a check after the writes is enough. A table in the
 /// block's own view no one else can change.
 pub(super) struct Current<'a> {
-    catalog: Option<Arc<super::session::SqlEngine>>,
+    catalog: Option<&'a Catalog>,
     name: &'a str,
     meta: &'a Arc<TableMeta>,
 }
 
 impl Current<'_> {
     pub(super) fn check(&self) -> Result<(), SqlError> {
-        let Some(engine) = &self.catalog else {
+        let Some(catalog) = self.catalog else {
             return Ok(());
         };
-        match engine.catalog.get(self.name) {
+        match catalog.get(self.name) {
             Ok(m) if Arc::ptr_eq(&m, self.meta) => Ok(()),
             _ => Err(SqlError::new(
                 codes::SERIALIZATION_FAILURE,
