@@ -297,6 +297,10 @@ impl Catalog {
         meta: Option<TableMeta>,
     ) -> Result<(), SqlError> {
         let mut tx = db.begin();
+        if meta.is_none() {
+            // A DROP: its table's files go once its readers are done.
+            tx.frees_space();
+        }
         self.write_rows(db, &mut tx, name, meta.as_ref().map(|m| &m.def))?;
         tx.commit().map_err(engine_err)?;
         self.install(name, meta.map(Arc::new));

@@ -152,6 +152,7 @@ impl Session {
                 let held = self.hold_whole(&present, stop)?;
                 if self.in_block() {
                     self.block_ddl.locks.push(held);
+                    self.block_tx(stop).frees_space();
                     for n in &present {
                         let old = self.table(n)?;
                         self.put_in_view(n, None, Some(&old))?;

@@ -148,3 +148,45 @@ fn an_index_built_over_many_scan_batches_has_an_entry_per_row() {
     drop(tx);
     assert_eq!(count(&mut s, "t where v = 7"), 25);
 }
+
+/// On a full disk DROP TABLE still commits, alone and in a block, so
+/// space can be freed through SQL. Before: it failed with 53100 like every
+/// other statement (issue 56's minor list).
+#[test]
+fn drop_table_commits_on_a_full_disk() {
+    use crate::crashlab::sim::SimFileSystem;
+    use crate::file::{FileKind, FileSystem, IoStats};
+    let stats = Arc::new(IoStats::default());
+    let sim = SimFileSystem::new(stats.clone());
+    let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
+    let dir = std::path::Path::new("/sim/db");
+    let db = Database::create_with(fs, stats, dir, Options::default()).unwrap();
+    let e = SqlEngine::open(Arc::new(db)).unwrap();
+    let mut s = e.session();
+    for t in ["keep", "t", "u"] {
+        ok(
+            &mut s,
+            &format!("create table {t} (id int primary key, v text)"),
+        );
+    }
+    ok(&mut s, "insert into keep values (1, 'a')");
+    // The WAL cannot grow by another segment: inserts fill what it has.
+    sim.update_faults(|f| f.enospc_after_bytes = Some((FileKind::Wal, 0)));
+    let row = "x".repeat(500);
+    let full = (0..100_000)
+        .find_map(|i| {
+            let sql = format!("insert into t values ({i}, '{row}')");
+            run(&mut s, &sql).err()
+        })
+        .expect("the WAL never filled the disk");
+    assert_eq!(full.code, codes::DISK_FULL, "{full}");
+    ok(&mut s, "drop table t");
+    ok(&mut s, "begin");
+    ok(&mut s, "drop table u");
+    ok(&mut s, "commit");
+    for t in ["t", "u"] {
+        let e = run(&mut s, &format!("select count(*) from {t}")).unwrap_err();
+        assert_eq!(e.code, codes::UNDEFINED_TABLE, "{e}");
+    }
+    assert_eq!(count(&mut s, "keep"), 1);
+}

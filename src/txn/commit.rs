@@ -30,7 +30,7 @@ use crate::protect::full_pages::{make_image, needs_image, Change};
 use crate::settings::TornPageProtection;
 use crate::wal::format::RECORD_HEADER_LEN;
 use crate::wal::record::{BLOCK_DESCRIPTOR_LEN, MAIN_LEN_LEN, PL_DESCRIPTORS};
-use crate::wal::{BlockRef, RecordData, RecordKind, MAX_RECORD_LEN};
+use crate::wal::{BlockRef, Purpose, RecordData, RecordKind, MAX_RECORD_LEN};
 use crate::Lsn;
 
 /// Prepare/apply rounds before giving up (each lost round means another
@@ -67,7 +67,13 @@ pub(super) fn commit(tx: &mut Transaction<'_>, wait: bool) -> Result<Lsn> {
         // Apply must not fail: refuse here, with nothing changed, what its
         // record could not hold, and make room for it in the WAL.
         let len = check_record_len(tx, &writes, &groups)?;
-        let _space = db.wal.reserve(len).inspect_err(|e| {
+        // Dropping tables frees space: such a commit may use the headroom
+        // ordinary ones keep, so that a full disk can be emptied by SQL.
+        let purpose = match tx.frees_space || !tx.dropped_files.is_empty() {
+            false => Purpose::Ordinary,
+            true => Purpose::FreesSpace,
+        };
+        let _space = db.wal.reserve_for(len, purpose).inspect_err(|e| {
             if e.is_fatal() {
                 db.poison(e);
             }

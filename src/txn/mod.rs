@@ -76,6 +76,8 @@ pub struct Transaction<'db> {
     pub(crate) finished: bool,
     /// Whether a wait for a row lock must stop (`set_stop`).
     stop: Option<lock_table::Stop>,
+    /// Whether committing this transaction frees space ([`Self::frees_space`]).
+    pub(crate) frees_space: bool,
 }
 
 impl<'db> Transaction<'db> {
@@ -91,7 +93,16 @@ impl<'db> Transaction<'db> {
             whole_tables: Vec::new(),
             finished: false,
             stop: None,
+            frees_space: false,
         }
+    }
+
+    /// Marks this transaction as one whose commit frees space (it drops
+    /// tables, as a DROP TABLE through SQL does): its commit may use the
+    /// WAL headroom ordinary commits keep, so that on a full disk space
+    /// can still be freed (wal/writer/reserve.rs).
+    pub fn frees_space(&mut self) {
+        self.frees_space = true;
     }
 
     /// What a wait of this transaction for a row lock checks, until

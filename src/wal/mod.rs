@@ -45,4 +45,4 @@ pub use format::MAX_RECORD_LEN;
 pub use reader::{first_segment_start, ReadRecord, WalReader};
 pub use record::{BlockRef, ImageCompression, PageImage, RecordData, RecordKind};
 pub use segment::{segment_file_name, segment_path};
-pub use writer::{Wal, MAX_RECYCLED_SEGMENTS, WAL_BUFFER_LIMIT_BYTES};
+pub use writer::{Purpose, Reservation, Wal, MAX_RECYCLED_SEGMENTS, WAL_BUFFER_LIMIT_BYTES};

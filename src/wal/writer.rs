@@ -51,7 +51,7 @@ mod insert_tests;
 mod insertion_locks;
 mod reserve;
 use group_commit::{GroupCommit, Turn};
-pub use reserve::Reservation;
+pub use reserve::{Purpose, Reservation};
 
 /// At most this many recycled segments wait for reuse; older ones beyond
 /// that are removed.

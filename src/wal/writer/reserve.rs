@@ -7,6 +7,11 @@
 //!   yet inserted (its own included), plus one segment of headroom for the
 //!   records inserted without one (structure changes, checkpoints) between
 //!   a reservation and its commit's flush.
+//! - A commit that frees space (it drops tables) needs only a sixteenth of
+//!   a segment of headroom. On a full disk ordinary commits stop while a
+//!   segment of headroom is left, so DROP TABLE and TRUNCATE still commit
+//!   there and the space can be freed through SQL (before, they failed
+//!   with ENOSPC like everything else).
 //! - Segments are never removed at or past the flushed position, so space
 //!   once ready stays ready; the common case needs no lock.
 //! - A failure here (ENOSPC while creating a segment) is an ordinary error:
@@ -39,11 +44,25 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// What a reservation is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// An ordinary commit: a segment of headroom.
+    Ordinary,
+    /// A commit that frees space (drops tables): a sixteenth of one.
+    FreesSpace,
+}
+
 impl Wal {
     /// Makes sure a record of up to `record_len` bytes (its header
     /// included), inserted while the reservation is held, and the flush
     /// after it, find their segments created. Holds until dropped.
     pub fn reserve(&self, record_len: u64) -> Result<Reservation<'_>> {
+        self.reserve_for(record_len, Purpose::Ordinary)
+    }
+
+    /// [`Wal::reserve`] with the headroom `purpose` needs.
+    pub fn reserve_for(&self, record_len: u64, purpose: Purpose) -> Result<Reservation<'_>> {
         // The record's bytes plus the page headers of the blocks it spans
         // (a header is shorter than half a block).
         let blocks = record_len / (self.geo.block / 2) + 2;
@@ -53,7 +72,11 @@ impl Wal {
         // Read after `reserved` (both SeqCst): a reservation given back
         // is given back after its insert published the position it moved.
         let insert = self.insert_end.load(SeqCst);
-        let end = insert + reserved + self.geo.segment;
+        let headroom = match purpose {
+            Purpose::Ordinary => self.geo.segment,
+            Purpose::FreesSpace => self.geo.segment / 16,
+        };
+        let end = insert + reserved + headroom;
         if end <= self.space.ready_end.load(SeqCst) {
             return Ok(reservation);
         }

@@ -47,16 +47,22 @@ fn a_shared_transaction_cannot_commit_after_close() {
     assert_eq!(db.begin().get(&t, &key_u64(1)).unwrap(), None);
 }
 
-/// Before: `drop_table` marked the file dropped before its own commit
-/// and never took that back when the commit failed (a full disk): the
-/// table stayed, refusing every write until a reopening.
+/// A full disk stops ordinary commits while the WAL still has room for
+/// a drop, so space can be freed. Before: `drop_table` failed with ENOSPC
+/// there like everything else, and so did DROP TABLE through SQL.
+/// And a drop whose own commit fails still leaves the table writable.
+/// Before: `drop_table` marked the file dropped before its own commit and
+/// never took that back when the commit failed: the table stayed,
+/// refusing every write until a reopening.
 #[test]
-fn a_failed_drop_table_leaves_the_table_writable() {
+fn a_drop_commits_on_a_full_disk_and_a_failed_one_leaves_the_table_writable() {
     let fs = new_fs();
     let db = create(&fs);
     let t = db.create_table("t").unwrap();
+    let u = db.create_table("u").unwrap();
     for k in 0..20 {
         put(&db, &t, k, 1).unwrap();
+        put(&db, &u, k, 1).unwrap();
     }
     // The disk fills: the WAL cannot grow by another segment.
     fs.update_faults(|f| f.enospc_after_bytes = Some((FileKind::Wal, 0)));
@@ -69,8 +75,19 @@ fn a_failed_drop_table_leaves_the_table_writable() {
         assert!(k < 100_000, "the WAL never filled the disk");
     };
     assert!(e.is_disk_full() && !e.is_fatal(), "{e}");
+    db.drop_table("u")
+        .expect("a drop frees space: it commits on a full disk");
+    assert!(db.table("u").is_err());
+    // Take what headroom is left, so that the next drop cannot commit.
+    let wal = &db.engine.wal;
+    let mut held = Vec::new();
+    while let Ok(r) = wal.reserve_for(1, crate::wal::Purpose::FreesSpace) {
+        held.push(r);
+        assert!(held.len() < 10_000_000, "the headroom never ran out");
+    }
     let e = db.drop_table("t").unwrap_err();
     assert!(e.is_disk_full() && !e.is_fatal(), "{e}");
+    drop(held);
     fs.update_faults(|f| f.enospc_after_bytes = None);
     let t = db.table("t").expect("a failed drop keeps the table");
     put(&db, &t, 0, 2).expect("a write to a table whose drop failed");
