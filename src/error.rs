@@ -264,7 +264,10 @@ impl Error {
     /// True when the disk is full (ENOSPC).
     pub fn is_disk_full(&self) -> bool {
         match self {
-            Error::Io { source, .. } => source.raw_os_error() == Some(libc::ENOSPC),
+            Error::Io { source, .. } => {
+                source.raw_os_error() == Some(libc::ENOSPC)
+                    || source.kind() == std::io::ErrorKind::StorageFull
+            }
             _ => false,
         }
     }

@@ -224,5 +224,5 @@ impl FileSystem for TripwireFs {
         }
         self.wire.sim.sync_dir(dir, who)
     }
-    crate::forward_file_system_methods!(wire.sim: remove, create_dir_all, exists, list_dir, sector_size, atomic_writes);
+    crate::forward_file_system_methods!(wire.sim: remove, create_dir_all, exists, list_dir, sector_size, atomic_writes, free_space);
 }

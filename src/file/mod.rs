@@ -373,6 +373,11 @@ macro_rules! forward_file_system_methods {
             self.$($inner).+.sector_size(path)
         }
     };
+    (@one [$($inner:tt).+] free_space) => {
+        fn free_space(&self, path: &::std::path::Path) -> Option<u64> {
+            self.$($inner).+.free_space(path)
+        }
+    };
     (@one [$($inner:tt).+] atomic_writes) => {
         fn atomic_writes(
             &self,
@@ -418,5 +423,12 @@ pub trait FileSystem: Send + Sync {
     fn atomic_writes(&self, path: &Path) -> Result<atomic::AtomicWrites> {
         let _ = path;
         Ok(atomic::AtomicWrites::default())
+    }
+    /// The bytes an unprivileged writer may still add to the file system
+    /// holding `path` (statvfs's f_bavail), or `None` where it cannot say.
+    /// A hint: other writers may take the space the moment after.
+    fn free_space(&self, path: &Path) -> Option<u64> {
+        let _ = path;
+        None
     }
 }

@@ -409,6 +409,16 @@ impl FileSystem for PosixFileSystem {
     fn atomic_writes(&self, path: &Path) -> Result<super::atomic::AtomicWrites> {
         super::atomic::AtomicWrites::probe(path).map_err(|e| Error::io(path, "statx", e))
     }
+
+    fn free_space(&self, path: &Path) -> Option<u64> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        // SAFETY: a zeroed statvfs is a valid out-parameter.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a NUL-terminated path, `st` a valid pointer.
+        let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+        (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+    }
 }
 
 #[cfg(test)]

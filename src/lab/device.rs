@@ -319,7 +319,7 @@ impl FileSystem for DeviceFileSystem {
             ..real
         })
     }
-    crate::forward_file_system_methods!(inner: rename, remove, create_dir_all, exists, list_dir, sector_size);
+    crate::forward_file_system_methods!(inner: rename, remove, create_dir_all, exists, list_dir, sector_size, free_space);
 }
 
 #[cfg(test)]

@@ -232,6 +232,11 @@ impl Spill {
         Ok(())
     }
 
+    /// The bytes of the runs written so far.
+    pub fn runs_len(&self) -> u64 {
+        self.end - HEADER_LEN
+    }
+
     /// Writes `writes` (in key order) as a new run, newer than every
     /// run before it.
     pub fn write_run(&mut self, writes: &BTreeMap<WriteKey, RowChange>) -> Result<()> {

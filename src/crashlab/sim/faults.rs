@@ -52,6 +52,10 @@ pub struct FaultConfig {
     /// call (a bug in a layer below, met inside the engine's critical
     /// sections); then the switch clears. Nothing of the call is done.
     pub panic_at: Option<PanicAt>,
+    /// `Some(n)`: what [`crate::file::FileSystem::free_space`] says (as
+    /// statvfs would), whatever the ENOSPC switch holds; `None`: it cannot
+    /// say.
+    pub free_space_reported: Option<u64>,
 }
 
 /// The call [`FaultConfig::panic_at`] panics at: the one after `after`
@@ -89,6 +93,7 @@ impl Default for FaultConfig {
             power_cut_after: None,
             fail_sync_dir_after: None,
             panic_at: None,
+            free_space_reported: None,
         }
     }
 }

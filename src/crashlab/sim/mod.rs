@@ -645,6 +645,10 @@ impl FileSystem for SimFileSystem {
         Some(self.shared.state.lock().sector_size)
     }
 
+    fn free_space(&self, _path: &Path) -> Option<u64> {
+        self.shared.state.lock().faults.free_space_reported
+    }
+
     fn atomic_writes(&self, path: &Path) -> Result<crate::file::atomic::AtomicWrites> {
         let st = self.shared.state.lock();
         if !st.live_ns.contains_key(path) && !st.dir_exists(path) {

@@ -184,3 +184,39 @@ fn a_full_disk_before_the_commit_point_leaves_nothing_and_after_it_is_finished()
     assert_eq!(all_rows(&db, &t).unwrap(), acked);
     db.close().unwrap();
 }
+
+/// A spilled transaction the file system clearly has no room to apply is
+/// refused before its commit point (53100 in SQL): nothing applied, no
+/// file left, the database goes on. Before: it committed, its apply met
+/// the full disk, the database stopped, and every opening stopped again
+/// until space was freed outside it.
+#[test]
+fn a_write_set_the_disk_has_no_room_for_is_refused_before_its_commit_point() {
+    let fs = new_fs();
+    let stats = Arc::new(IoStats::default());
+    let dir = Path::new("/sim/db");
+    let sim = || -> Arc<dyn FileSystem> { Arc::new(fs.clone()) };
+    let db = Database::create_with(sim(), stats, dir, options()).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut rng = SplitMix64::new(11);
+    let (before, _) = spilled_txn(&db, &t, &mut rng, 100, "before").unwrap();
+    let mut acked = Rows::new();
+    apply(&mut acked, &before);
+    fs.update_faults(|f| f.free_space_reported = Some(100_000));
+    let mut tx = db.begin();
+    for k in 0..2000u64 {
+        tx.upsert(&t, &key_u64(k), &[9; 100]).unwrap();
+    }
+    let e = tx.commit().expect_err("no room to apply the write set");
+    assert!(e.is_disk_full() && !e.is_fatal(), "{e}");
+    assert!(e.to_string().contains("nothing was committed"), "{e}");
+    assert!(fs.list_dir(&dir.join("spill")).unwrap().is_empty());
+    assert_eq!(all_rows(&db, &t).unwrap(), acked);
+    // With room reported, the same size commits.
+    fs.update_faults(|f| f.free_space_reported = Some(1 << 30));
+    let (changes, committed) = spilled_txn(&db, &t, &mut rng, 2000, "room").unwrap();
+    assert!(committed);
+    apply(&mut acked, &changes);
+    assert_eq!(all_rows(&db, &t).unwrap(), acked);
+    db.close().unwrap();
+}
