@@ -93,3 +93,45 @@ fn a_drop_commits_on_a_full_disk_and_a_failed_one_leaves_the_table_writable() {
     put(&db, &t, 0, 2).expect("a write to a table whose drop failed");
     assert_eq!(db.begin().get(&t, &key_u64(0)).unwrap().unwrap(), [2; 300]);
 }
+
+/// One statement through SQL: its outcome.
+fn sql(s: &mut crate::sql::Session, text: &str) -> std::result::Result<(), crate::sql::SqlError> {
+    let mut r = s.simple_query(text);
+    assert_eq!(r.len(), 1, "{text}");
+    r.pop().unwrap().map(|_| ())
+}
+
+/// On a full disk DROP TABLE still commits through SQL, alone and in a
+/// block, so space can be freed there. Before: it failed with 53100 like
+/// every other statement (issue 56's minor list).
+#[test]
+fn drop_table_through_sql_commits_on_a_full_disk() {
+    use crate::sql::{codes, SqlEngine};
+    let fs = new_fs();
+    let e = SqlEngine::open(Arc::new(create(&fs))).unwrap();
+    let mut s = e.session();
+    for t in ["keep", "t", "u"] {
+        sql(
+            &mut s,
+            &format!("create table {t} (id int primary key, v text)"),
+        )
+        .unwrap();
+    }
+    sql(&mut s, "insert into keep values (1, 'a')").unwrap();
+    // The WAL cannot grow by another segment: inserts fill what it has.
+    fs.update_faults(|f| f.enospc_after_bytes = Some((FileKind::Wal, 0)));
+    let row = "x".repeat(500);
+    let full = (0..100_000)
+        .find_map(|i| sql(&mut s, &format!("insert into t values ({i}, '{row}')")).err())
+        .expect("the WAL never filled the disk");
+    assert_eq!(full.code, codes::DISK_FULL, "{full}");
+    sql(&mut s, "drop table t").unwrap();
+    for step in ["begin", "drop table u", "commit"] {
+        sql(&mut s, step).unwrap();
+    }
+    for t in ["t", "u"] {
+        let e = sql(&mut s, &format!("select count(*) from {t}")).unwrap_err();
+        assert_eq!(e.code, codes::UNDEFINED_TABLE, "{e}");
+    }
+    sql(&mut s, "select count(*) from keep").unwrap();
+}
