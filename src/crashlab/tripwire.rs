@@ -167,7 +167,7 @@ impl WiredFile {
 }
 
 impl File for WiredFile {
-    crate::forward_file_methods!(inner: path, kind, read_at, writeback_hint, write_back_and_wait, len, try_lock);
+    crate::forward_file_methods!(inner: path, kind, read_at, writeback_hint, write_back_and_wait, len, try_lock, unlock);
 
     fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
         self.step();

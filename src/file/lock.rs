@@ -29,8 +29,8 @@ pub fn lock_path(dir: &Path) -> PathBuf {
     dir.join(LOCK_FILE_NAME)
 }
 
-/// A held lock on a directory; dropping it (closing the lock file)
-/// releases it.
+/// A held lock on a directory; dropping it releases it (first by
+/// [`File::unlock`], then by closing the lock file).
 pub struct DirLock {
     file: Arc<dyn File>,
     mode: LockMode,
@@ -42,6 +42,19 @@ impl std::fmt::Debug for DirLock {
             .field("path", &self.file.path())
             .field("mode", &self.mode)
             .finish()
+    }
+}
+
+impl Drop for DirLock {
+    /// Unlocks before the file closes. Before: `untorn stats` run by a
+    /// test right after `close()` was now and then refused as "in use by"
+    /// the test itself (cli_stats, cli_check): another test thread's
+    /// fork held a copy of the descriptor, and with it the lock, until
+    /// its exec.
+    fn drop(&mut self) {
+        if let Err(e) = self.file.unlock() {
+            tracing::warn!(error = %e, "could not unlock the database directory; it is released as the lock file closes");
+        }
     }
 }
 

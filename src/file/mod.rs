@@ -212,6 +212,14 @@ pub trait File: Send + Sync {
     /// dies or the machine loses power. Asking again in the other mode
     /// converts the lock held. Exclusive needs a handle opened for writing.
     fn try_lock(&self, mode: LockMode) -> Result<bool>;
+    /// Releases the lock [`File::try_lock`] took, before the handle
+    /// closes. Closing alone may not release it at once: a process forked
+    /// by another thread of this one holds a copy of the descriptor until
+    /// it execs, and the lock belongs to the open file all copies share.
+    /// By default nothing (a lock that goes with its handle).
+    fn unlock(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// True if the file is empty.
     fn is_empty(&self) -> Result<bool> {
@@ -318,6 +326,11 @@ macro_rules! forward_file_methods {
     (@one $inner:ident try_lock) => {
         fn try_lock(&self, mode: $crate::file::LockMode) -> $crate::Result<bool> {
             self.$inner.try_lock(mode)
+        }
+    };
+    (@one $inner:ident unlock) => {
+        fn unlock(&self) -> $crate::Result<()> {
+            self.$inner.unlock()
         }
     };
 }

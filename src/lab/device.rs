@@ -257,7 +257,7 @@ impl DeviceFile {
 }
 
 impl File for DeviceFile {
-    crate::forward_file_methods!(inner: path, kind, read_at, writeback_hint, write_back_and_wait, allocate, set_len, len, try_lock);
+    crate::forward_file_methods!(inner: path, kind, read_at, writeback_hint, write_back_and_wait, allocate, set_len, len, try_lock, unlock);
 
     fn write_at(&self, buf: &[u8], offset: u64, who: Issuer) -> Result<()> {
         self.model_write(offset, buf.len() as u64);
