@@ -23,6 +23,13 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 /// The confidence level of every interval the laboratory prints.
 pub const LEVEL: f64 = 0.95;
 
+/// The power a minimum detectable effect is stated at: a true effect that
+/// large is resolved by four runs of five.
+pub const POWER: f64 = 0.8;
+
+/// The most pairs [`RatioInterval::pairs_to_resolve`] looks for.
+pub const MAX_PAIRS: usize = 100_000;
+
 /// A ratio A/B with its confidence interval.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RatioInterval {
@@ -51,6 +58,82 @@ impl RatioInterval {
     pub fn text(&self) -> String {
         format!("{:.2}x [{:.2}, {:.2}]", self.ratio, self.low, self.high)
     }
+
+    /// The standard deviation of the pairs' logs the interval was made
+    /// from (its half width in logs is t times it over the root of the
+    /// pairs).
+    fn log_sd(&self) -> Option<f64> {
+        if self.pairs < 2 || !(self.ratio > 0.0 && self.high >= self.ratio) {
+            return None;
+        }
+        let half = (self.high / self.ratio).ln();
+        Some(half / t_quantile(self.pairs - 1) * (self.pairs as f64).sqrt())
+    }
+
+    /// The minimum detectable effect of this run, in percent: the
+    /// smallest true change of the ratio that a run of this noise and
+    /// this many pairs resolves (its interval excluding 1) with [`POWER`],
+    /// `(t(97.5 %) + t(80 %)) * sd / sqrt(pairs)` in logs. A "not
+    /// resolved" says no more than this: an effect below it may be there.
+    pub fn mde_pct(&self) -> Option<f64> {
+        let sd = self.log_sd()?;
+        let se = sd / (self.pairs as f64).sqrt();
+        Some(100.0 * ((detect_factor(self.pairs - 1) * se).exp() - 1.0))
+    }
+
+    /// What a run that did not resolve could have seen: `; this run detects
+    /// ±4.1 % (95 %, power 80 %); the seed's 1.05x needs about 23 rounds at
+    /// this noise`.
+    pub fn detectable(&self, seed: Option<f64>) -> String {
+        let Some(mde) = self.mde_pct() else {
+            return String::new();
+        };
+        let mut out = format!("; this run detects ±{mde:.1} % (95 %, power 80 %)");
+        if let Some(s) = seed.filter(|s| (s - 1.0).abs() > 1e-9) {
+            match self.pairs_to_resolve(s) {
+                Some(n) => {
+                    out += &format!("; the seed's {s:.2}x needs about {n} rounds at this noise")
+                }
+                None => {
+                    out += &format!(
+                        "; the seed's {s:.2}x needs more than {MAX_PAIRS} rounds at this noise"
+                    )
+                }
+            }
+        }
+        out
+    }
+
+    /// The pairs a run of this noise would need to resolve a true ratio
+    /// of `effect` with [`POWER`]; `None` for an effect of 1 (or none to
+    /// measure by), or past [`MAX_PAIRS`].
+    pub fn pairs_to_resolve(&self, effect: f64) -> Option<usize> {
+        let sd = self.log_sd()?;
+        let target = effect.ln().abs();
+        if !(target > 0.0 && target.is_finite()) {
+            return None;
+        }
+        if sd == 0.0 {
+            return Some(2);
+        }
+        // The normal approximation first, then t's own quantiles.
+        let z = 1.96 + 0.8416;
+        let mut n = ((z * sd / target).powi(2).ceil() as usize).max(2);
+        while n <= MAX_PAIRS {
+            if detect_factor(n - 1) * sd / (n as f64).sqrt() <= target {
+                return Some(n);
+            }
+            n += 1;
+        }
+        None
+    }
+}
+
+/// `t(97.5 %) + t(80 %)` with `df` degrees of freedom: how many standard
+/// errors a true effect must be for a run to resolve it with [`POWER`].
+fn detect_factor(df: usize) -> f64 {
+    let t = StudentsT::new(0.0, 1.0, df as f64).expect("df >= 1 is a valid t distribution");
+    t_quantile(df) + t.inverse_cdf(POWER)
 }
 
 /// The two-sided Student's t quantile for `LEVEL` with `df` degrees of
@@ -300,5 +383,39 @@ mod tests {
         assert!(precise_enough(&[tight], 3.0));
         assert!(!precise_enough(&[tight, loose], 3.0));
         assert!(!precise_enough(&[tight, None], 3.0));
+    }
+
+    /// The minimum detectable effect follows from the run's own spread:
+    /// logs of sd 0.1 over 10 pairs give (2.262 + 0.883) * 0.1 / sqrt(10)
+    /// in logs; and a run of that noise needs about those 10 pairs to
+    /// resolve an effect of that size, and 33 for half of it (not 40: t
+    /// shrinks as the pairs grow).
+    #[test]
+    fn minimum_detectable_effect_and_the_pairs_an_effect_needs() {
+        // Ten logs with mean 0 and sd exactly 0.1.
+        let k = 0.1 * (9.0f64 / 10.0).sqrt();
+        let logs: Vec<f64> = (0..10).map(|i| if i % 2 == 0 { k } else { -k }).collect();
+        let i = log_interval(&logs).unwrap();
+        let expected = 100.0 * ((detect_factor(9) * 0.1 / 10f64.sqrt()).exp() - 1.0);
+        let mde = i.mde_pct().unwrap();
+        assert!((mde - expected).abs() < 1e-9, "{mde} vs {expected}");
+        assert!((mde - 10.46).abs() < 0.05, "{mde}");
+        let at_mde = i.pairs_to_resolve(1.0 + mde / 100.0).unwrap();
+        assert!((10..=11).contains(&at_mde), "{at_mde}");
+        let half = i.pairs_to_resolve(1.0 + mde / 200.0).unwrap();
+        assert!((31..=35).contains(&half), "{half}");
+        // Direction does not matter; no effect cannot be resolved.
+        let inverse = i.pairs_to_resolve(1.0 / (1.0 + mde / 100.0)).unwrap();
+        assert!((10..=11).contains(&inverse), "{inverse}");
+        assert_eq!(i.pairs_to_resolve(1.0), None);
+        assert_eq!(i.pairs_to_resolve(1.0 + 1e-9), None);
+        // One pair has no spread to say anything by.
+        let one = RatioInterval {
+            ratio: 1.0,
+            low: 1.0,
+            high: 1.0,
+            pairs: 1,
+        };
+        assert_eq!((one.mde_pct(), one.pairs_to_resolve(2.0)), (None, None));
     }
 }

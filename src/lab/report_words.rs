@@ -51,7 +51,11 @@ pub fn tps_words(
             i.text(),
             change_words(&i, "faster", "slower")
         ),
-        Some(i) => format!("{head}{}, not resolved: the interval contains 1", i.text()),
+        Some(i) => format!(
+            "{head}{}, not resolved: the interval contains 1{}",
+            i.text(),
+            i.detectable(None)
+        ),
         None => {
             let s = if c.rounds == 1 { "" } else { "s" };
             format!(
@@ -170,7 +174,7 @@ mod tests {
         assert_eq!(
             tps_words("tpcb", "full_pages", &c, 102.0, 100.0),
             "full_pages vs off on tpcb: 1.02x [0.97, 1.07], not resolved: \
-             the interval contains 1"
+             the interval contains 1; this run detects ±6.6 % (95 %, power 80 %)"
         );
         let one = comparison(None, 1);
         assert_eq!(

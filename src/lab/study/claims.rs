@@ -136,9 +136,14 @@ pub fn verdict_line(claim: &Claim, interval: Option<&RatioInterval>) -> (Verdict
         Some(i) => {
             let why = match (v, claim.direction) {
                 (Verdict::NotResolved, Direction::About(_)) => {
-                    format!("; the interval is not wholly {expected}")
+                    format!(
+                        "; the interval is not wholly {expected}{}",
+                        i.detectable(None)
+                    )
                 }
-                (Verdict::NotResolved, _) => "; the interval contains 1".to_string(),
+                (Verdict::NotResolved, _) => {
+                    format!("; the interval contains 1{}", i.detectable(claim.seed))
+                }
                 (Verdict::NotReproduced, _) => format!("; the seed's claim is {expected}"),
                 (Verdict::Reproduced, _) => String::new(),
             };
