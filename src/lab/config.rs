@@ -14,7 +14,7 @@ use std::time::Duration;
 pub const MIN_BUFFER_POOL_PAGES: u64 = 256;
 
 /// One configuration: every engine setting a comparison may vary.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BenchConfig {
     pub protection: TornPageProtection,
     pub data_checksums: ChecksumAlgorithm,

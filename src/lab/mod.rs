@@ -36,6 +36,8 @@ pub mod config;
 pub mod cycles;
 pub mod device;
 pub mod disturbed;
+pub mod instruction_counts;
+pub mod instructions;
 pub mod noise;
 pub mod page_io;
 pub mod plot;

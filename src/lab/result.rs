@@ -276,6 +276,10 @@ pub struct ConfigResult {
     pub rounds: usize,
     #[serde(default)]
     pub stop_reason: Option<StopReason>,
+    /// Instructions per transaction under Callgrind, where a study's
+    /// claim asked for them (`lab::instructions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<crate::lab::instruction_counts::PerTransaction>,
 }
 
 impl ConfigResult {

@@ -25,7 +25,7 @@ pub struct BenchArgs {
     /// Workloads: tpcb, tpcc, oltp_write_only, oltp_update_non_index, oltp_update_index,
     /// oltp_read_write, oltp_read_only, oltp_point_select.
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_WORKLOADS)]
-    workload: Vec<String>,
+    pub(crate) workload: Vec<String>,
     /// Torn-page protection modes to compare: full_pages, double_writes,
     /// off, atomic (on a file system or --device that writes pages whole)
     /// [default: full_pages, double_writes, off].
@@ -164,14 +164,14 @@ pub struct BenchArgs {
     /// Where the databases go, one subdirectory per workload and
     /// configuration [default: a temporary directory].
     #[arg(long)]
-    dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// Leave the databases in --dir after the runs (closed cleanly), for
     /// `untorn check`; without it each is removed once checked.
     #[arg(long, requires = "dir")]
     keep: bool,
     /// Write the results as JSON.
     #[arg(long)]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
     /// Write CSV files into this directory.
     #[arg(long)]
     csv: Option<PathBuf>,
@@ -185,7 +185,18 @@ pub struct BenchArgs {
     drop_disturbed: bool,
     /// Seed of the clients' random choices.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
+    /// What to measure: time (throughput, latency and I/O over --duration
+    /// with --clients) or instructions (instructions per transaction under
+    /// Valgrind's Callgrind: one client, --transactions of each workload
+    /// twice over, the client thread counted apart from the engine's; for
+    /// CPU claims, repeating to 0.1 %).
+    #[arg(long, default_value = "time", value_parser = ["time", "instructions"])]
+    pub(crate) instrument: String,
+    /// With --instrument instructions: transactions of the shorter of the
+    /// two counted runs (the longer runs twice as many).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub(crate) transactions: u64,
 }
 
 fn refuse(name: &'static str, detail: String) -> Error {
@@ -386,6 +397,19 @@ fn parse_deferred_size(text: &str) -> Result<u64, String> {
     }
 }
 
+/// The data the workloads load.
+fn scale_of(a: &BenchArgs) -> Scale {
+    Scale {
+        scale: a.scale,
+        tables: a.tables,
+        table_size: a.table_size,
+        warehouses: a.warehouses,
+        tpcc_items: a.tpcc_items,
+        tpcc_customers: a.tpcc_customers,
+        ..Scale::default()
+    }
+}
+
 /// Replaces each config by one per value of an axis.
 fn expand<T: Copy>(
     configs: &mut Vec<BenchConfig>,
@@ -430,6 +454,9 @@ fn expand_for<T: Copy>(
 }
 
 pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
+    if a.instrument == "instructions" {
+        return crate::instructions::run(a, &configs(a)?, &scale_of(a));
+    }
     let configs = configs(a)?;
     for w in &a.workload {
         if !untorn::lab::workload::NAMES.contains(&w.as_str()) {
@@ -439,15 +466,7 @@ pub fn run(a: &BenchArgs) -> untorn::Result<ExitCode> {
             )));
         }
     }
-    let scale = Scale {
-        scale: a.scale,
-        tables: a.tables,
-        table_size: a.table_size,
-        warehouses: a.warehouses,
-        tpcc_items: a.tpcc_items,
-        tpcc_customers: a.tpcc_customers,
-        ..Scale::default()
-    };
+    let scale = scale_of(a);
     // Before any load, by the same rule the runner applies.
     if a.think {
         for w in &a.workload {

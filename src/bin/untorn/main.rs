@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod crashtest;
 mod inspect;
+mod instructions;
 mod probe;
 mod progress;
 mod recording;
@@ -146,6 +147,10 @@ enum Command {
     /// `load` the tables (COPY; MariaDB: INSERTs), `run` the mix (notpm,
     /// latencies, then conditions 1-4), `check` conditions 1-4.
     Tpcc(tpcc::TpccArgs),
+    /// The process `bench --instrument instructions` counts under
+    /// Callgrind: runs the job a JSON file describes (internal).
+    #[command(hide = true)]
+    InstructionsChild { job: std::path::PathBuf },
 }
 
 /// Settings fixed when a database is created.
@@ -260,6 +265,7 @@ fn run(cli: Cli) -> untorn::Result<ExitCode> {
             bench::checksums(page_size as usize, seconds)
         }
         Command::Bench(args) => bench::run(&args),
+        Command::InstructionsChild { job } => instructions::child(&job),
         Command::Crashtest(args) => crashtest::run(&args),
         Command::Study(args) => study::run(&args),
         Command::Serve(args) => serve::run(&args),

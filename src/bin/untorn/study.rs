@@ -79,6 +79,8 @@ pub fn run(a: &StudyArgs) -> untorn::Result<ExitCode> {
         seed: a.seed,
         rounds: a.rounds.map(|n| n as usize),
         stand_in: a.workload.clone(),
+        // This binary counts the claims on instructions per transaction.
+        instructions: std::env::current_exe().ok(),
     };
     let plans = s.plans(&setup)?;
     let bar = ProgressBar::new_spinner();

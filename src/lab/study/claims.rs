@@ -12,6 +12,9 @@ pub enum Figure {
     LatencyP90,
     LatencyMax,
     WalBytesPerTxn,
+    /// Instructions per transaction under Callgrind (`lab::instructions`),
+    /// not a figure of the rounds: the study counts it apart.
+    InstructionsPerTxn,
 }
 
 impl Figure {
@@ -22,6 +25,7 @@ impl Figure {
             Figure::LatencyP90 => |r| r.latency_ms.p90,
             Figure::LatencyMax => |r| r.latency_ms.max,
             Figure::WalBytesPerTxn => |r| r.wal_bytes as f64 / r.transactions as f64,
+            Figure::InstructionsPerTxn => |_| f64::NAN,
         }
     }
 
@@ -32,6 +36,18 @@ impl Figure {
             Figure::LatencyP90 => "90% response time",
             Figure::LatencyMax => "max response time",
             Figure::WalBytesPerTxn => "WAL bytes/txn",
+            Figure::InstructionsPerTxn => "instructions/txn",
+        }
+    }
+
+    /// The instrument a verdict on this figure comes from.
+    pub fn instrument(self) -> &'static str {
+        match self {
+            Figure::InstructionsPerTxn => {
+                "instructions per transaction, Callgrind, one client; a rerun repeats within ±0.5 %"
+            }
+            Figure::WalBytesPerTxn => "exact counts per transaction, paired by round",
+            _ => "wall clock, paired by round",
         }
     }
 }
@@ -126,7 +142,15 @@ pub fn verdict_line(claim: &Claim, interval: Option<&RatioInterval>) -> (Verdict
         Direction::Lower => "below 1".to_string(),
         Direction::About(b) => format!("within {:.0} % of 1", b * 100.0),
     };
+    let counted = claim.figure == Figure::InstructionsPerTxn;
     let line = match interval {
+        None if counted => format!(
+            "{}: {} was not counted here (instruction counts need valgrind and the untorn \
+             binary); {seed} ({})",
+            v.word(),
+            claim.ratio,
+            claim.context
+        ),
         None => format!(
             "{}: {} has no interval here (fewer than two rounds paired); {seed} ({})",
             v.word(),
@@ -147,11 +171,17 @@ pub fn verdict_line(claim: &Claim, interval: Option<&RatioInterval>) -> (Verdict
                 (Verdict::NotReproduced, _) => format!("; the seed's claim is {expected}"),
                 (Verdict::Reproduced, _) => String::new(),
             };
+            let (figure, by) = match counted {
+                true => (
+                    format!("{:.4}x [{:.4}, {:.4}]", i.ratio, i.low, i.high),
+                    format!(" [{}]", claim.figure.instrument()),
+                ),
+                false => (i.text(), String::new()),
+            };
             format!(
-                "{}: {} = {} here, {seed} ({}){why}",
+                "{}: {} = {figure} here, {seed} ({}){why}{by}",
                 v.word(),
                 claim.ratio,
-                i.text(),
                 claim.context
             )
         }

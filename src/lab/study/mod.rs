@@ -125,6 +125,15 @@ impl Size {
         }
     }
 
+    /// Transactions of the shorter counted run of an instruction claim.
+    pub fn instruction_transactions(self) -> u64 {
+        match self {
+            Size::Tiny => 20,
+            Size::Quick => 300,
+            Size::Full => 2000,
+        }
+    }
+
     /// A checkpoint timeout that gives a run about six cycles.
     pub fn checkpoint_timeout(self) -> Duration {
         (self.duration() / 6).max(Duration::from_millis(100))
@@ -155,6 +164,9 @@ pub struct Setup {
     /// `--workload`: what stands in for DBT-2 in the studies whose seed
     /// ran it ([`STAND_INS`]; tpcc by default).
     pub stand_in: String,
+    /// The untorn binary, to count instructions per transaction for the
+    /// claims on them (`lab::instructions`); `None`: not counted.
+    pub instructions: Option<PathBuf>,
 }
 
 /// The workloads that can stand in for DBT-2, the default first: TPC-C
@@ -345,7 +357,62 @@ fn claim_pair<'a>(
 /// The interval of a claim's ratio in `results` (one vector per plan).
 pub fn claim_interval(claim: &Claim, results: &[Vec<ConfigResult>]) -> Option<RatioInterval> {
     let (a, b) = claim_pair(claim, results)?;
-    a.ratio_to(b, claim.figure.per_run())
+    match claim.figure {
+        Figure::InstructionsPerTxn => {
+            crate::lab::instructions::ratio(a.instructions.as_ref()?, b.instructions.as_ref()?)
+        }
+        f => a.ratio_to(b, f.per_run()),
+    }
+}
+
+/// Counts the instructions per transaction of every configuration an
+/// instruction claim names (`setup.instructions`: the program to count;
+/// none, nothing is counted and those claims say so).
+fn count_instructions(
+    study: &dyn Study,
+    setup: &Setup,
+    plans: &[StudyPlan],
+    results: &mut [Vec<ConfigResult>],
+) -> Result<()> {
+    let Some(program) = &setup.instructions else {
+        return Ok(());
+    };
+    let claims: Vec<Claim> = study
+        .claims()
+        .into_iter()
+        .filter(|c| c.figure == Figure::InstructionsPerTxn)
+        .collect();
+    if claims.is_empty() {
+        return Ok(());
+    }
+    crate::lab::instructions::check_valgrind()?;
+    for c in &claims {
+        let plan = &plans[c.plan].plan;
+        for index in [c.a, c.b] {
+            let Some(r) = results[c.plan]
+                .iter_mut()
+                .filter(|r| r.workload == c.workload || c.workload == STAND_IN)
+                .nth(index)
+            else {
+                continue;
+            };
+            if r.instructions.is_some() {
+                continue;
+            }
+            let work = plan.dir.join(format!("instructions-{}", r.workload));
+            r.instructions = Some(crate::lab::instructions::measure(
+                program,
+                &work,
+                &index.to_string(),
+                &r.workload,
+                &plan.scale,
+                &plan.configs[index],
+                setup.size.instruction_transactions(),
+                setup.seed,
+            )?);
+        }
+    }
+    Ok(())
 }
 
 /// Every claim with its verdict and line.
@@ -374,6 +441,7 @@ pub fn run(
     for p in &plans {
         out.push(run_plan(&p.plan, |event| progress(&p.title, event))?);
     }
+    count_instructions(study, setup, &plans, &mut out)?;
     Ok(out)
 }
 
@@ -610,6 +678,7 @@ mod tests {
                 seed: 1,
                 rounds: None,
                 stand_in: "tpcc".into(),
+                instructions: None,
             };
             for s in all() {
                 let plans = s.plans(&setup).unwrap();
@@ -643,6 +712,7 @@ mod tests {
             seed: 1,
             rounds,
             stand_in: "tpcc".into(),
+            instructions: None,
         };
         assert!(matches!(setup(None).repeats(), Repeats::Auto { .. }));
         assert!(matches!(setup(Some(5)).repeats(), Repeats::Fixed(5)));

@@ -25,7 +25,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// Sizes of the loaded data.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Scale {
     /// pgbench's scale factor: branches (each with 10 tellers).
     pub scale: u64,
