@@ -13,8 +13,8 @@
 
 use crate::error::{Error, Result};
 use crate::file::{FileKind, FileSystem, Issuer, OpenOptions};
+use crate::lsn::Lsn;
 use crate::settings::{ChecksumAlgorithm, CreationSettings, TornPageProtection};
-use crate::Lsn;
 use std::path::{Path, PathBuf};
 
 /// The control file's name in the database directory.

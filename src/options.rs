@@ -13,8 +13,8 @@ pub const MIN_FILES_PER_PROCESS: usize = 8;
 /// Settings that may change from one opening to the next.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Creation settings: used by [`Database::create`](crate::Database::create);
-    /// on [`Database::open`](crate::Database::open) each one given must match
+    /// Creation settings: used by [`Database::create`](crate::db::Database::create);
+    /// on [`Database::open`](crate::db::Database::open) each one given must match
     /// the database.
     pub creation: RequestedCreationSettings,
     /// `buffer_pool_size` in bytes (default 128 MB; at least 16 pages).

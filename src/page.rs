@@ -14,8 +14,8 @@
 //! - Bytes read from disk never panic: every check returns a [`PageError`].
 
 use crate::checksum::{is_all_zero, page_checksum};
+use crate::lsn::Lsn;
 use crate::settings::ChecksumAlgorithm;
-use crate::Lsn;
 
 /// Size of the page header in bytes.
 pub const PAGE_HEADER_SIZE: usize = 32;

@@ -19,9 +19,9 @@ use super::{meta, node, node_split};
 use crate::buffer::{BufferPool, ClaimedFrame, CriticalSection, PageWrite, Pinned};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
+use crate::lsn::Lsn;
 use crate::protect::full_pages::{make_image, needs_image, Change};
 use crate::wal::{BlockRef, RecordData, RecordKind, Wal};
-use crate::Lsn;
 
 /// Logs the images of `pages` as one structure-change record and stamps
 /// them with its end LSN. The pages must all be marked dirty.

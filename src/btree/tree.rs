@@ -162,7 +162,9 @@ impl<'a> Tree<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{key_u64, Database, Options};
+    use crate::db::Database;
+    use crate::options::Options;
+    use crate::table::key_u64;
 
     #[test]
     fn a_cycle_of_child_pointers_is_refused_not_followed_nor_prewarmed() {

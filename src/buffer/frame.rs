@@ -14,7 +14,7 @@
 //!   (or structure change) that changed the page: the page may be written
 //!   only after the WAL is flushed past it (the flush rule).
 
-use crate::Lsn;
+use crate::lsn::Lsn;
 use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 

@@ -4,7 +4,7 @@ use super::frame::Frame;
 use super::{ClaimedFrame, PageId, Pinned, WalFlush};
 use crate::error::Result;
 use crate::file::Issuer;
-use crate::Lsn;
+use crate::lsn::Lsn;
 use std::sync::atomic::Ordering::*;
 
 #[inline]

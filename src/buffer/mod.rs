@@ -32,9 +32,9 @@ pub use pool_io::{DataFiles, PageCopy};
 
 use crate::error::{Error, Result};
 use crate::file::Issuer;
+use crate::lsn::Lsn;
 use crate::settings::ChecksumAlgorithm;
 use crate::striped::StripedCounter;
-use crate::Lsn;
 use arc_swap::ArcSwap;
 use frame::Frame;
 pub(crate) use frame::{PageMap, PageSet};

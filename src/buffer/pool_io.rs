@@ -5,8 +5,8 @@ use crate::error::Result;
 use crate::file::open_files::OpenFileLimit;
 use crate::file::segmented::SegmentedFile;
 use crate::file::{FileKind, FileSystem, Issuer};
+use crate::lsn::Lsn;
 use crate::settings::CreationSettings;
-use crate::Lsn;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -245,8 +245,8 @@ impl PageCopy {
 }
 
 impl BufferPool {
-    fn stopped(&self) -> crate::Error {
-        crate::Error::Stopped("a failed commit or WAL fsync".into())
+    fn stopped(&self) -> crate::error::Error {
+        crate::error::Error::Stopped("a failed commit or WAL fsync".into())
     }
 
     /// Writes the given frames (which the caller has pinned) if dirty: copy

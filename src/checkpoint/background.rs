@@ -51,7 +51,7 @@ fn spawn_named(name: &str, engine: Arc<Engine>, body: fn(&Engine)) -> JoinHandle
 }
 
 /// The reason a checkpoint is due now, if one is.
-fn due(engine: &Engine) -> Option<(Reason, crate::Lsn)> {
+fn due(engine: &Engine) -> Option<(Reason, crate::lsn::Lsn)> {
     let (redo, at) = procedure::last(engine);
     let wal_since = engine.wal.insert_lsn().0.saturating_sub(redo.0);
     if wal_since >= engine.options.wal_per_checkpoint() {

@@ -4,9 +4,12 @@ use super::*;
 use crate::checkpoint::BgWriterStats;
 use crate::clock::Clock;
 use crate::crashlab::sim::SimFileSystem;
+use crate::db::Database;
 use crate::file::{FileKind, FileSystem, IoOp, IoStats};
+use crate::options::Options;
 use crate::rng::SplitMix64;
-use crate::{key_u64, Database, Options, Table};
+use crate::table::key_u64;
+use crate::table::Table;
 use std::path::Path;
 use std::sync::Arc;
 

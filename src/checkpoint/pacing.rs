@@ -10,7 +10,7 @@
 //! shutdown) meanwhile makes it stop sleeping.
 
 use crate::engine::Engine;
-use crate::Lsn;
+use crate::lsn::Lsn;
 use std::sync::atomic::Ordering::*;
 use std::time::Duration;
 

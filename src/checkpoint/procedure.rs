@@ -6,7 +6,7 @@ use super::{CheckpointLog, Reason};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::file::Issuer;
-use crate::Lsn;
+use crate::lsn::Lsn;
 use std::sync::atomic::Ordering::*;
 use std::time::Duration;
 

@@ -5,8 +5,8 @@
 use crate::control::{ControlFile, DbState};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
+use crate::lsn::Lsn;
 use crate::wal::{RecordData, RecordKind, Wal};
-use crate::Lsn;
 
 /// What a checkpoint record says (its main data, 32 bytes, little-endian).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

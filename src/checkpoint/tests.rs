@@ -1,7 +1,7 @@
 //! Tests of the checkpointer: redo point, order, pacing, statistics.
 use super::*;
 use crate::engine::checkpoint_state::RedoPoint;
-use crate::Lsn;
+use crate::lsn::Lsn;
 
 #[test]
 fn the_redo_point_moves_forward() {
@@ -21,9 +21,12 @@ fn the_redo_point_never_moves_back() {
 
 use crate::clock::{Clock, ClockSource, ManualClock};
 use crate::crashlab::sim::{SimFileSystem, TraceKind};
+use crate::db::Database;
 use crate::file::{FileKind, FileSystem, Issuer};
 use crate::file::{IoOp, IoStats};
-use crate::{key_u64, Database, Options, Table};
+use crate::options::Options;
+use crate::table::key_u64;
+use crate::table::Table;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -328,7 +331,7 @@ fn a_spread_checkpoint_paces_its_deferred_write_back_too() {
     let (clock, options) = spread_over_150_s();
     let options = Options {
         creation: crate::settings::RequestedCreationSettings {
-            torn_page_protection: Some(crate::TornPageProtection::DoubleWrites),
+            torn_page_protection: Some(crate::settings::TornPageProtection::DoubleWrites),
             ..Default::default()
         },
         // A small pool, so the scattered rows' pages are evicted (and

@@ -158,7 +158,7 @@ impl WiredFile {
         // A completed fsync settles the pending writes, and so does a failed
         // one (it drops them for good, as Linux does); one refused because
         // the power is cut settles nothing.
-        let settled = matches!(res, Ok(()) | Err(crate::Error::FsyncFailed { .. }));
+        let settled = matches!(res, Ok(()) | Err(crate::error::Error::FsyncFailed { .. }));
         if settled && self.inner.kind() == FileKind::Data {
             self.wire.writes.lock().remove(self.path());
         }

@@ -400,7 +400,7 @@ pub fn run_phase(
 
 /// Reads every row back: a scan per table, or, where the scan fails, each
 /// row the oracle knows one at a time (so the error names what is lost).
-pub fn observe(db: &Database, oracle: &Oracle) -> crate::Result<Observed> {
+pub fn observe(db: &Database, oracle: &Oracle) -> crate::error::Result<Observed> {
     let mut obs = Observed::default();
     let tx = db.begin();
     for tab in Tab::ALL {

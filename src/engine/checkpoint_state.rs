@@ -3,8 +3,8 @@
 //! measure from, and the statistics (pg_stat_checkpointer). The procedure
 //! that changes it is `crate::checkpoint`.
 
+use crate::lsn::Lsn;
 use crate::striped::StripedRwLock;
-use crate::Lsn;
 use parking_lot::{Mutex, RwLockReadGuard};
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //!   [`FileKind`]. The I/O statistics ([`IoStats`], io_stats.rs) are kept
 //!   per (issuer, kind).
 //! - A failed fsync is fatal. The implementation returns
-//!   [`Error::FsyncFailed`](crate::Error::FsyncFailed) and from then on
+//!   [`Error::FsyncFailed`](crate::error::Error::FsyncFailed) and from then on
 //!   refuses every write and sync with `Error::Poisoned`: a second fsync must
 //!   never report success over writes the kernel already dropped.
 //! - A file can be locked as a whole ([`File::try_lock`]); the lock
@@ -231,7 +231,7 @@ pub trait File: Send + Sync {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64, who: Issuer) -> Result<()> {
         let n = self.read_at(buf, offset, who)?;
         if n < buf.len() {
-            return Err(crate::Error::corruption(
+            return Err(crate::error::Error::corruption(
                 self.path(),
                 format!("offset {offset}"),
                 format!(
@@ -269,12 +269,12 @@ macro_rules! forward_file_methods {
             buf: &mut [u8],
             offset: u64,
             who: $crate::file::Issuer,
-        ) -> $crate::Result<usize> {
+        ) -> $crate::error::Result<usize> {
             self.$inner.read_at(buf, offset, who)
         }
     };
     (@one $inner:ident write_at) => {
-        fn write_at(&self, buf: &[u8], offset: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
+        fn write_at(&self, buf: &[u8], offset: u64, who: $crate::file::Issuer) -> $crate::error::Result<()> {
             self.$inner.write_at(buf, offset, who)
         }
     };
@@ -284,52 +284,52 @@ macro_rules! forward_file_methods {
             bufs: &[&[u8]],
             offset: u64,
             who: $crate::file::Issuer,
-        ) -> $crate::Result<()> {
+        ) -> $crate::error::Result<()> {
             self.$inner.write_vectored_at(bufs, offset, who)
         }
     };
     (@one $inner:ident sync_all) => {
-        fn sync_all(&self, who: $crate::file::Issuer) -> $crate::Result<()> {
+        fn sync_all(&self, who: $crate::file::Issuer) -> $crate::error::Result<()> {
             self.$inner.sync_all(who)
         }
     };
     (@one $inner:ident sync_data) => {
-        fn sync_data(&self, who: $crate::file::Issuer) -> $crate::Result<()> {
+        fn sync_data(&self, who: $crate::file::Issuer) -> $crate::error::Result<()> {
             self.$inner.sync_data(who)
         }
     };
     (@one $inner:ident writeback_hint) => {
-        fn writeback_hint(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
+        fn writeback_hint(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::error::Result<()> {
             self.$inner.writeback_hint(offset, len, who)
         }
     };
     (@one $inner:ident write_back_and_wait) => {
-        fn write_back_and_wait(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
+        fn write_back_and_wait(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::error::Result<()> {
             self.$inner.write_back_and_wait(offset, len, who)
         }
     };
     (@one $inner:ident allocate) => {
-        fn allocate(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
+        fn allocate(&self, offset: u64, len: u64, who: $crate::file::Issuer) -> $crate::error::Result<()> {
             self.$inner.allocate(offset, len, who)
         }
     };
     (@one $inner:ident set_len) => {
-        fn set_len(&self, len: u64, who: $crate::file::Issuer) -> $crate::Result<()> {
+        fn set_len(&self, len: u64, who: $crate::file::Issuer) -> $crate::error::Result<()> {
             self.$inner.set_len(len, who)
         }
     };
     (@one $inner:ident len) => {
-        fn len(&self) -> $crate::Result<u64> {
+        fn len(&self) -> $crate::error::Result<u64> {
             self.$inner.len()
         }
     };
     (@one $inner:ident try_lock) => {
-        fn try_lock(&self, mode: $crate::file::LockMode) -> $crate::Result<bool> {
+        fn try_lock(&self, mode: $crate::file::LockMode) -> $crate::error::Result<bool> {
             self.$inner.try_lock(mode)
         }
     };
     (@one $inner:ident unlock) => {
-        fn unlock(&self) -> $crate::Result<()> {
+        fn unlock(&self) -> $crate::error::Result<()> {
             self.$inner.unlock()
         }
     };
@@ -347,7 +347,7 @@ macro_rules! forward_file_system_methods {
             to: &::std::path::Path,
             kind: $crate::file::FileKind,
             who: $crate::file::Issuer,
-        ) -> $crate::Result<()> {
+        ) -> $crate::error::Result<()> {
             self.$($inner).+.rename(from, to, kind, who)
         }
     };
@@ -357,17 +357,17 @@ macro_rules! forward_file_system_methods {
             path: &::std::path::Path,
             kind: $crate::file::FileKind,
             who: $crate::file::Issuer,
-        ) -> $crate::Result<()> {
+        ) -> $crate::error::Result<()> {
             self.$($inner).+.remove(path, kind, who)
         }
     };
     (@one [$($inner:tt).+] sync_dir) => {
-        fn sync_dir(&self, dir: &::std::path::Path, who: $crate::file::Issuer) -> $crate::Result<()> {
+        fn sync_dir(&self, dir: &::std::path::Path, who: $crate::file::Issuer) -> $crate::error::Result<()> {
             self.$($inner).+.sync_dir(dir, who)
         }
     };
     (@one [$($inner:tt).+] create_dir_all) => {
-        fn create_dir_all(&self, dir: &::std::path::Path) -> $crate::Result<()> {
+        fn create_dir_all(&self, dir: &::std::path::Path) -> $crate::error::Result<()> {
             self.$($inner).+.create_dir_all(dir)
         }
     };
@@ -377,7 +377,7 @@ macro_rules! forward_file_system_methods {
         }
     };
     (@one [$($inner:tt).+] list_dir) => {
-        fn list_dir(&self, dir: &::std::path::Path) -> $crate::Result<Vec<::std::path::PathBuf>> {
+        fn list_dir(&self, dir: &::std::path::Path) -> $crate::error::Result<Vec<::std::path::PathBuf>> {
             self.$($inner).+.list_dir(dir)
         }
     };
@@ -395,7 +395,7 @@ macro_rules! forward_file_system_methods {
         fn atomic_writes(
             &self,
             path: &::std::path::Path,
-        ) -> $crate::Result<$crate::file::atomic::AtomicWrites> {
+        ) -> $crate::error::Result<$crate::file::atomic::AtomicWrites> {
             self.$($inner).+.atomic_writes(path)
         }
     };

@@ -2,10 +2,10 @@
 //! vary, the engine options it makes for a workload's data, and the
 //! settings by name as reports and JSON show them.
 
+use crate::options::Options;
 use crate::settings::{
     ChecksumAlgorithm, RequestedCreationSettings, TornPageProtection, WalCompression,
 };
-use crate::Options;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

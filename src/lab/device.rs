@@ -362,9 +362,9 @@ mod tests {
         let fs: Arc<dyn FileSystem> = Arc::new(DeviceFileSystem::new(real, nvme));
         let a = fs.atomic_writes(dir.path()).unwrap();
         assert_eq!((a.unit_max, a.unit_max_opt), (16384, 16384));
-        let mut o = crate::Options::default();
+        let mut o = crate::options::Options::default();
         o.creation.torn_page_protection = Some(P::Auto);
-        let db = crate::Database::create_with(fs, stats, &dir.path().join("db"), o).unwrap();
+        let db = crate::db::Database::create_with(fs, stats, &dir.path().join("db"), o).unwrap();
         assert_eq!(db.settings().torn_page_protection, P::Atomic);
         let t = db.create_table("t").unwrap();
         let mut tx = db.begin();

@@ -177,7 +177,7 @@ fn probe_copy() -> f64 {
 /// Times `FSYNCS` 4 KiB writes each made durable, in a fresh file in
 /// `dir`, in milliseconds. Through its own file layer, so the run's I/O
 /// counters do not see it.
-fn probe_fsync(dir: &Path) -> crate::Result<f64> {
+fn probe_fsync(dir: &Path) -> crate::error::Result<f64> {
     let fs = PosixFileSystem::new(Arc::new(crate::file::IoStats::default()));
     let path = dir.join(PROBE_FILE);
     let file = fs.open(&path, FileKind::Data, OpenOptions::create())?;

@@ -97,8 +97,12 @@ impl PageIo {
 mod tests {
     use super::*;
     use crate::crashlab::sim::SimFileSystem;
+    use crate::db::Database;
     use crate::file::{FileSystem, IoStats};
-    use crate::{key_u64, Database, Options, Table, TornPageProtection};
+    use crate::options::Options;
+    use crate::settings::TornPageProtection;
+    use crate::table::key_u64;
+    use crate::table::Table;
     use std::path::Path;
     use std::sync::Arc;
 

@@ -4,9 +4,13 @@
 //! the switch into and out of it.
 
 use crate::crashlab::sim::{CrashConfig, SimFileSystem, TraceKind};
+use crate::db::Database;
+use crate::error::Error;
 use crate::file::{FileKind, FileSystem, IoStats};
+use crate::options::Options;
 use crate::settings::{ChecksumAlgorithm, TornPageProtection as P};
-use crate::{key_u64, Database, Error, Options, Table};
+use crate::table::key_u64;
+use crate::table::Table;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -29,12 +33,12 @@ fn device(atomic: bool) -> SimFileSystem {
     sim
 }
 
-fn create(sim: &SimFileSystem, o: Options) -> crate::Result<Database> {
+fn create(sim: &SimFileSystem, o: Options) -> crate::error::Result<Database> {
     let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
     Database::create_with(fs, sim.stats().clone(), Path::new(DIR), o)
 }
 
-fn open(sim: &SimFileSystem, o: Options) -> crate::Result<Database> {
+fn open(sim: &SimFileSystem, o: Options) -> crate::error::Result<Database> {
     let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
     Database::open_with(fs, sim.stats().clone(), Path::new(DIR), o)
 }

@@ -9,10 +9,10 @@
 //! The WAL compresses images at insert (`wal_compression`,
 //! wal/image_codec.rs); they are restored here.
 
+use crate::lsn::Lsn;
 use crate::page::{lower_upper, PAGE_HEADER_SIZE};
 use crate::settings::TornPageProtection;
 use crate::wal::{ImageCompression, PageImage};
-use crate::Lsn;
 
 /// What a WAL record logs a page for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

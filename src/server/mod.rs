@@ -418,7 +418,8 @@ mod tests {
     #[test]
     fn a_panic_in_a_connection_is_contained() {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::Database::create(dir.path(), crate::Options::default()).unwrap();
+        let db =
+            crate::db::Database::create(dir.path(), crate::options::Options::default()).unwrap();
         let sql = SqlEngine::open(Arc::new(db)).unwrap();
         let mut session = sql.session();
         for q in [

@@ -444,7 +444,7 @@ pub(super) fn scope_columns(cols: &[ColumnDef]) -> Vec<(String, SqlType)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Options;
+    use crate::options::Options;
 
     /// Catalog rows written before composite keys (a number) still load;
     /// one column is still written as a number, several as an array.

@@ -247,7 +247,7 @@ pub(super) fn indexed_def(
     def: &TableDef,
     name: &str,
     columns: &[usize],
-) -> Result<(TableDef, crate::Table), SqlError> {
+) -> Result<(TableDef, crate::table::Table), SqlError> {
     if def.indexes.iter().any(|i| i.name == name) {
         return Err(SqlError::new(
             codes::DUPLICATE_TABLE,

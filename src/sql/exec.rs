@@ -135,9 +135,9 @@ pub fn delete_row(
     Ok(())
 }
 
-fn dup(e: crate::Error, meta: &TableMeta, row: &[Value]) -> SqlError {
+fn dup(e: crate::error::Error, meta: &TableMeta, row: &[Value]) -> SqlError {
     match (&e, &meta.def.primary_key) {
-        (crate::Error::DuplicateKey { .. }, Some(pk)) => {
+        (crate::error::Error::DuplicateKey { .. }, Some(pk)) => {
             let names: Vec<&str> = pk.0.iter().map(|&c| &*meta.def.columns[c].name).collect();
             let values: Vec<String> = pk.0.iter().map(|&c| show(&row[c])).collect();
             SqlError::new(

@@ -121,8 +121,9 @@ fn wait_for_end(backends: &Backends, pid: i32, ms: u64) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use crate::db::Database;
+    use crate::options::Options;
     use crate::sql::{Outcome, Session, SqlEngine, Value};
-    use crate::{Database, Options};
     use std::sync::Arc;
 
     fn value(s: &mut Session, sql: &str) -> Result<Value, String> {

@@ -84,7 +84,7 @@ pub use session::{Session, SqlEngine};
 pub use session_cursor::Fetched;
 pub use types::{codes, Column, Outcome, SqlError, SqlType, TxStatus, Value};
 
-use crate::Error;
+use crate::error::Error;
 
 /// An engine error as the SQLSTATE clients act on, with its message.
 pub(crate) fn engine_err(e: Error) -> SqlError {

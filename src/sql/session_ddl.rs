@@ -351,7 +351,7 @@ impl Session {
             .db
             .lock_tables(&tables, own, Some(&stop.engine))
             .map_err(|e| match e {
-                crate::Error::LockWaitInterrupted { .. } => {
+                crate::error::Error::LockWaitInterrupted { .. } => {
                     stop.watch.check().err().unwrap_or_else(|| engine_err(e))
                 }
                 e => engine_err(e),

@@ -2,8 +2,9 @@
 //! runs on disk, with DISTINCT and LIMIT.
 
 use super::*;
+use crate::db::Database;
+use crate::options::Options;
 use crate::sql::memory::{ConnectionMemory, ServerMemory};
-use crate::{Database, Options};
 use proptest::prelude::*;
 
 fn db() -> (tempfile::TempDir, Database) {

@@ -2,7 +2,8 @@
 //! (/work/shared/brief/wire.md §2), run against a temporary database.
 
 use super::*;
-use crate::{Database, Options};
+use crate::db::Database;
+use crate::options::Options;
 use std::sync::Arc;
 
 fn open(dir: &std::path::Path, create: bool) -> Arc<SqlEngine> {

@@ -5,7 +5,8 @@
 
 use super::tests_concurrent::{ok, rows, run};
 use super::*;
-use crate::{Database, Options};
+use crate::db::Database;
+use crate::options::Options;
 use std::sync::Arc;
 
 fn open() -> (tempfile::TempDir, Arc<SqlEngine>) {

@@ -3,7 +3,8 @@
 //! DELETE + INSERT of one id (sysbench's) leaves it once.
 
 use super::*;
-use crate::{Database, Options};
+use crate::db::Database;
+use crate::options::Options;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;

@@ -6,7 +6,8 @@
 
 use super::tests_concurrent::{ok, rows, run};
 use super::*;
-use crate::{Database, Options};
+use crate::db::Database;
+use crate::options::Options;
 use std::sync::Arc;
 use std::time::Duration;
 

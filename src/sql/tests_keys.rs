@@ -4,7 +4,8 @@
 
 use super::tests_concurrent::{ok, rows, run};
 use super::*;
-use crate::{Database, Options};
+use crate::db::Database;
+use crate::options::Options;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;

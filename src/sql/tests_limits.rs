@@ -5,7 +5,8 @@
 //! runs a connection, so a recursion that outgrows it fails here.
 
 use super::*;
-use crate::{Database, Options};
+use crate::db::Database;
+use crate::options::Options;
 use std::sync::Arc;
 
 fn on_session_stack(limits: Limits, f: impl FnOnce(&mut Session) + Send + 'static) {

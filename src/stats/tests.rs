@@ -3,7 +3,10 @@
 use super::*;
 use crate::checkpoint::Reason;
 use crate::crashlab::sim::SimFileSystem;
-use crate::{key_u64, Database, Options, Table};
+use crate::db::Database;
+use crate::options::Options;
+use crate::table::key_u64;
+use crate::table::Table;
 use std::sync::Arc;
 
 const DIR: &str = "/sim/db";
@@ -210,13 +213,13 @@ fn a_checksum_failure_is_counted() {
     assert_eq!(db.statistics().buffer.checksum_failures, 0);
     let err = db.begin().get(&t, &key_u64(1)).unwrap_err();
     assert!(
-        matches!(err, crate::Error::ChecksumMismatch { .. }),
+        matches!(err, crate::error::Error::ChecksumMismatch { .. }),
         "{err}"
     );
     assert_eq!(db.statistics().buffer.checksum_failures, 1);
 }
 
-fn double_write_options(mode: crate::TornPageProtection) -> Options {
+fn double_write_options(mode: crate::settings::TornPageProtection) -> Options {
     Options {
         creation: crate::settings::RequestedCreationSettings {
             torn_page_protection: Some(mode),
@@ -246,7 +249,7 @@ fn double_writes_show_in_their_view_by_writer() {
     let stats = Arc::new(IoStats::default());
     let sim = SimFileSystem::new(stats.clone());
     let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
-    let mode = crate::TornPageProtection::DoubleWrites;
+    let mode = crate::settings::TornPageProtection::DoubleWrites;
     let db = Database::create_with(fs, stats, Path::new(DIR), double_write_options(mode)).unwrap();
     let t = db.create_table("t").unwrap();
     let rows = 2000;
@@ -333,7 +336,7 @@ fn a_write_back_counts_its_pages_under_one_fsync_of_the_deferred_file() {
         double_write_defer_in_place: true,
         // Every checkpoint writes the deferred pages back.
         double_write_keep_deferred: false,
-        ..double_write_options(crate::TornPageProtection::DoubleWrites)
+        ..double_write_options(crate::settings::TornPageProtection::DoubleWrites)
     };
     let db = Database::create_with(fs, stats, Path::new(DIR), options).unwrap();
     let t = db.create_table("t").unwrap();
@@ -359,7 +362,7 @@ fn a_write_back_counts_its_pages_under_one_fsync_of_the_deferred_file() {
 
 #[test]
 fn double_write_figures_outlive_a_switch_away_from_double_writes() {
-    use crate::TornPageProtection::{DoubleWrites, Off};
+    use crate::settings::TornPageProtection::{DoubleWrites, Off};
     let stats = Arc::new(IoStats::default());
     let sim = SimFileSystem::new(stats.clone());
     let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());

@@ -26,12 +26,12 @@ use crate::btree::{node, Tree};
 use crate::buffer::{PageId, PageWrite, Pinned};
 use crate::error::{Error, Result};
 use crate::file::Issuer;
+use crate::lsn::Lsn;
 use crate::protect::full_pages::{make_image, needs_image, Change};
 use crate::settings::TornPageProtection;
 use crate::wal::format::RECORD_HEADER_LEN;
 use crate::wal::record::{BLOCK_DESCRIPTOR_LEN, MAIN_LEN_LEN, PL_DESCRIPTORS};
 use crate::wal::{BlockRef, Purpose, RecordData, RecordKind, MAX_RECORD_LEN};
-use crate::Lsn;
 
 /// Prepare/apply rounds before giving up (each lost round means another
 /// commit split or filled a leaf between our prepare and apply).

@@ -6,7 +6,7 @@
 //! - Every write takes the row's lock first and keeps it to the end, so a
 //!   read-modify-write through [`Transaction::get_for_update`] never loses
 //!   an update. A lock conflict waits; a transaction that finds itself in
-//!   a cycle of waits ends with the retryable [`crate::Error::Deadlock`].
+//!   a cycle of waits ends with the retryable [`crate::error::Error::Deadlock`].
 //! - Abort throws the write set away: nothing reached a page or the WAL.
 //! - Commit (in [`commit`]) is two-phase: prepare may fail cleanly; apply
 //!   may not, and the commit returns only when durable (group commit)
@@ -31,8 +31,8 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::Issuer;
 use crate::lock_table::{self, RowId};
+use crate::lsn::Lsn;
 use crate::table::Table;
-use crate::Lsn;
 use std::collections::BTreeMap;
 use std::ops::{Bound, Deref};
 use std::sync::Arc;
@@ -40,7 +40,7 @@ use std::sync::Arc;
 /// Rows a scan's buffer is sized for up front (a larger scan grows it).
 const SCAN_PREALLOCATED_ROWS: usize = 1024;
 
-/// The engine a transaction works on: borrowed from a [`crate::Database`]
+/// The engine a transaction works on: borrowed from a [`crate::db::Database`]
 /// (`Database::begin`), or shared so that the transaction can live beside
 /// an `Arc<Database>` in one struct (`Database::begin_shared`, the SQL
 /// layer's sessions).

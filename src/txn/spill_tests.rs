@@ -2,7 +2,10 @@
 //! own writes read back, their tables held whole, finished after a crash.
 
 use super::spill::{committed_path, pending_path, SPILL_DIR};
-use crate::{key_u64, Database, Options, Table};
+use crate::db::Database;
+use crate::options::Options;
+use crate::table::key_u64;
+use crate::table::Table;
 
 /// A write set of 100 rows in memory: a few thousand rows spill many runs.
 fn small_budget() -> Options {
@@ -32,7 +35,7 @@ const ROWS: u64 = 5000;
 
 /// Inserts ROWS rows, then changes some of them again (an update of a
 /// spilled row, a delete of one, a re-insert of a deleted one).
-fn load(tx: &mut crate::Transaction<'_>, t: &Table) {
+fn load(tx: &mut crate::txn::Transaction<'_>, t: &Table) {
     for k in 0..ROWS {
         tx.insert(t, &key_u64(k), &k.to_le_bytes()).unwrap();
     }
@@ -75,7 +78,10 @@ fn a_spilled_transaction_reads_its_writes_and_commits_whole() {
     assert_eq!(tx.get(&t, &key_u64(10)).unwrap().unwrap(), b"ten");
     assert_eq!(tx.get(&t, &key_u64(20)).unwrap(), None);
     let dup = tx.insert(&t, &key_u64(7), b"again").unwrap_err();
-    assert!(matches!(dup, crate::Error::DuplicateKey { .. }), "{dup}");
+    assert!(
+        matches!(dup, crate::error::Error::DuplicateKey { .. }),
+        "{dup}"
+    );
     tx.insert(&t, &key_u64(5_000_001), b"mine").unwrap();
     let all = tx.scan(&t, &[0], None, usize::MAX).unwrap();
     assert_eq!(all.len(), ROWS as usize - 1 + 3);

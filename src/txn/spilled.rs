@@ -32,7 +32,7 @@ use crate::btree::ops::{space_needed, RowChange};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{FileKind, Issuer};
-use crate::Lsn;
+use crate::lsn::Lsn;
 use std::collections::BTreeMap;
 
 pub(super) fn commit(tx: &mut Transaction<'_>) -> Result<Lsn> {

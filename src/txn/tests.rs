@@ -1,6 +1,8 @@
 //! Commits and row locks against a real database in a temporary directory.
 
-use crate::{key_u64, Database, Options};
+use crate::db::Database;
+use crate::options::Options;
+use crate::table::key_u64;
 
 fn new_db(options: Options) -> (tempfile::TempDir, Database) {
     let dir = tempfile::tempdir().unwrap();
@@ -64,7 +66,7 @@ fn opposite_lock_orders_end_exactly_one_transaction() {
     tx.insert(&t, &key_u64(2), &value(0)).unwrap();
     tx.commit().unwrap();
     let both_locked = std::sync::Barrier::new(2);
-    let outcomes: Vec<Result<(), crate::Error>> = std::thread::scope(|s| {
+    let outcomes: Vec<Result<(), crate::error::Error>> = std::thread::scope(|s| {
         let run = |first: u64, second: u64| {
             let (db, t, both_locked) = (&db, &t, &both_locked);
             s.spawn(move || {
@@ -203,7 +205,7 @@ fn concurrent_big_commits_into_one_empty_table_all_commit() {
 }
 
 /// Table `t` holds keys 0..rows, key k with 1,200 bytes of k as u8.
-fn assert_wide_rows(db: &Database, t: &crate::Table, rows: u64) {
+fn assert_wide_rows(db: &Database, t: &crate::table::Table, rows: u64) {
     let tx = db.begin();
     let all = tx.scan(t, &[], None, usize::MAX).unwrap();
     assert_eq!(all.len() as u64, rows);

@@ -3,8 +3,8 @@
 //! `check` found. `untorn check` prints this; tests assert on it.
 
 use super::{sysbench, tpcb, tpcc};
+use crate::db::Database;
 use crate::error::{Error, Result};
-use crate::Database;
 
 /// The workloads whose invariants can be checked: every sysbench script
 /// shares one data set, so one check covers them all.

@@ -162,7 +162,7 @@ pub fn by_name(name: &str, scale: &Scale) -> Result<Box<dyn Workload>> {
 /// (from a statement or the commit) becomes [`Outcome::Retry`].
 pub(crate) fn in_transaction(
     db: &Database,
-    body: impl FnOnce(&mut crate::Transaction<'_>) -> Result<()>,
+    body: impl FnOnce(&mut crate::txn::Transaction<'_>) -> Result<()>,
 ) -> Result<Outcome> {
     let mut tx = db.begin();
     let result = body(&mut tx).and_then(|()| tx.commit().map(|_| ()));

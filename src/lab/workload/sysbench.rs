@@ -22,7 +22,7 @@
 use super::{in_transaction, Outcome, Rng, Scale, Tables, Workload};
 use crate::db::{key_u64, Database, Table};
 use crate::error::{Error, Result};
-use crate::Transaction;
+use crate::txn::Transaction;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 mod check;

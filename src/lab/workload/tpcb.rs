@@ -58,7 +58,12 @@ fn balance_row(id: u64, bid: u64, balance: i64) -> [u8; ROW_LEN] {
 
 /// `balance += delta` on the row `id` of `table`, locked first so no
 /// update is lost.
-fn add_balance(tx: &mut crate::Transaction<'_>, table: &Table, id: u64, delta: i64) -> Result<()> {
+fn add_balance(
+    tx: &mut crate::txn::Transaction<'_>,
+    table: &Table,
+    id: u64,
+    delta: i64,
+) -> Result<()> {
     let key = key_u64(id);
     let mut row = tx
         .get_for_update(table, &key)?
@@ -251,7 +256,7 @@ pub fn check(db: &Database) -> Result<CheckReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Options;
+    use crate::options::Options;
 
     fn loaded(dir: &std::path::Path) -> (Tpcb, Database) {
         let scale = Scale {

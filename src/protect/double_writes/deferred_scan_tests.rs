@@ -6,12 +6,16 @@ use super::super::recover::tests::{
     ROWS,
 };
 use crate::control::ControlFile;
+use crate::db::Database;
 use crate::file::posix::PosixFileSystem;
 use crate::file::Issuer;
+use crate::lsn::Lsn;
+use crate::options::Options;
 use crate::protect::double_writes::manifest::{
     self, FoundManifest, Manifest, ManifestEntry, ManifestOwner, ManifestParts,
 };
-use crate::{key_u64, Database, Lsn, Options, TornPageProtection};
+use crate::settings::TornPageProtection;
+use crate::table::key_u64;
 use std::path::{Path, PathBuf};
 
 /// Loads rows, checkpoints, updates row 500, lets a client's eviction

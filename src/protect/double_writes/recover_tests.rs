@@ -2,12 +2,16 @@
 //! before redo, end to end on a real directory.
 
 use crate::control::ControlFile;
+use crate::db::Database;
 use crate::file::posix::PosixFileSystem;
 use crate::file::Issuer;
+use crate::lsn::Lsn;
+use crate::options::Options;
 use crate::page::{page_lsn, OFF_BLOCK};
 use crate::protect::double_writes::area::{BatchPage, Shard};
 use crate::settings::RequestedCreationSettings;
-use crate::{key_u64, Database, Lsn, Options, TornPageProtection};
+use crate::settings::TornPageProtection;
+use crate::table::key_u64;
 use std::path::{Path, PathBuf};
 
 pub(crate) const PS: usize = 8192;

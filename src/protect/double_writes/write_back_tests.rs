@@ -80,7 +80,7 @@ impl File for PieceFailingFile {
         sync_all, sync_data, writeback_hint, allocate, set_len, len, try_lock);
 
     fn write_back_and_wait(&self, _offset: u64, _len: u64, _who: Issuer) -> Result<()> {
-        Err(crate::Error::FsyncFailed {
+        Err(crate::error::Error::FsyncFailed {
             path: self.inner.path().to_path_buf(),
             source: std::io::Error::from_raw_os_error(libc::EIO),
         })

@@ -6,12 +6,12 @@ use crate::buffer::PageId;
 use crate::file::posix::PosixFileSystem;
 use crate::file::FileKind;
 use crate::file::{IoOp, IoStats};
+use crate::lsn::Lsn;
 use crate::page::{init_page, set_checksum, set_page_lsn, PageKind};
 use crate::protect::double_writes::area::{scan_shard, Expect};
 use crate::protect::double_writes::deferred_scan::ManifestStart;
 use crate::protect::double_writes::manifest;
 use crate::settings::{ChecksumAlgorithm, CreationSettings};
-use crate::Lsn;
 
 const PS: usize = 4096;
 const SYSTEM_ID: u64 = 0xD0D0;

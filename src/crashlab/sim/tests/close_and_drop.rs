@@ -3,7 +3,9 @@
 //! own commit fails leaves the table as it was.
 
 use super::*;
-use crate::{key_u64, Database, Options};
+use crate::db::Database;
+use crate::options::Options;
+use crate::table::key_u64;
 
 fn create(fs: &SimFileSystem) -> Database {
     let sim: Arc<dyn FileSystem> = Arc::new(fs.clone());
@@ -16,7 +18,7 @@ fn create(fs: &SimFileSystem) -> Database {
     .unwrap()
 }
 
-fn put(db: &Database, t: &crate::Table, k: u64, v: u8) -> Result<()> {
+fn put(db: &Database, t: &crate::table::Table, k: u64, v: u8) -> Result<()> {
     let mut tx = db.begin();
     tx.upsert(t, &key_u64(k), &[v; 300])?;
     tx.commit().map(|_| ())

@@ -3,9 +3,13 @@
 //! scenario that opened it.
 
 use super::*;
+use crate::db::Database;
+use crate::options::Options;
 use crate::page::{read_header, set_checksum, verify_page, PageState};
 use crate::settings::ChecksumAlgorithm;
-use crate::{key_u64, Database, Options, Table, TornPageProtection};
+use crate::settings::TornPageProtection;
+use crate::table::key_u64;
+use crate::table::Table;
 use std::time::Duration;
 
 pub(super) const PAGE: usize = 8192;
@@ -61,7 +65,7 @@ pub(super) fn create(fs: &SimFileSystem, o: Options) -> (Database, Table) {
     (db, t)
 }
 
-pub(super) fn open(fs: &SimFileSystem, o: Options) -> crate::Result<Database> {
+pub(super) fn open(fs: &SimFileSystem, o: Options) -> crate::error::Result<Database> {
     let sim: Arc<dyn FileSystem> = Arc::new(fs.clone());
     Database::open_with(sim, Arc::new(IoStats::default()), db_dir(), o)
 }

@@ -5,8 +5,8 @@
 
 use super::double_write_deferred::{create, open, options, rows_not_at, update_all, PAGE, ROWS};
 use super::*;
-use crate::key_u64;
 use crate::settings::ChecksumAlgorithm;
+use crate::table::key_u64;
 
 const ALG: ChecksumAlgorithm = ChecksumAlgorithm::Crc32c;
 

@@ -3,10 +3,14 @@
 //! file traits, so the crash laboratory sees every step.
 
 use super::*;
+use crate::db::Database;
+use crate::lsn::Lsn;
+use crate::options::Options;
 use crate::page::page_lsn;
 use crate::protect::double_writes::area::BatchPage;
 use crate::protect::double_writes::recover::shard_0_for_tests;
-use crate::{key_u64, Database, Lsn, Options, TornPageProtection};
+use crate::settings::TornPageProtection;
+use crate::table::key_u64;
 
 const PAGE: usize = 8192;
 

@@ -1,5 +1,8 @@
 use super::*;
-use crate::{key_u64, Database, Options, TornPageProtection};
+use crate::db::Database;
+use crate::options::Options;
+use crate::settings::TornPageProtection;
+use crate::table::key_u64;
 
 pub(super) fn engine_options(protection: TornPageProtection) -> Options {
     let mut o = Options::default();
@@ -59,7 +62,12 @@ enum TxnEnd {
 }
 
 /// One transaction of random upserts and deletes.
-fn random_txn(db: &Database, table: &crate::Table, rng: &mut SplitMix64, tag: &str) -> TxnEnd {
+fn random_txn(
+    db: &Database,
+    table: &crate::table::Table,
+    rng: &mut SplitMix64,
+    tag: &str,
+) -> TxnEnd {
     let mut tx = db.begin();
     let mut changes = Vec::new();
     // At most 8 rows: a commit may pin at most half the pool's 32 leaves.
@@ -91,7 +99,7 @@ fn random_txn(db: &Database, table: &crate::Table, rng: &mut SplitMix64, tag: &s
 fn commit_until_power_cut(
     fs: &SimFileSystem,
     db: &Database,
-    table: &crate::Table,
+    table: &crate::table::Table,
     rng: &mut SplitMix64,
     acked: &mut Rows,
     txns: u64,
@@ -115,7 +123,7 @@ fn commit_until_power_cut(
 }
 
 /// Every row of `table`, by key.
-pub(super) fn all_rows(db: &Database, table: &crate::Table) -> Result<Rows> {
+pub(super) fn all_rows(db: &Database, table: &crate::table::Table) -> Result<Rows> {
     let rows = db.begin().scan(table, &[], None, usize::MAX)?;
     Ok(rows
         .into_iter()

@@ -1,7 +1,8 @@
 use super::*;
 use crate::crashlab::sim::TraceKind;
+use crate::db::Database;
 use crate::file::LockMode::{Exclusive, Shared};
-use crate::{Database, Options};
+use crate::options::Options;
 
 fn lock_file(fs: &SimFileSystem, opts: OpenOptions) -> Arc<dyn File> {
     fs.create_dir_all(dir()).unwrap();

@@ -7,8 +7,10 @@
 
 use super::*;
 use crate::crashlab::{self, CrashTestOptions, Fault};
+use crate::db::Database;
+use crate::options::Options;
 use crate::settings::{ChecksumAlgorithm, TornPageProtection};
-use crate::{key_u64, Database, Options};
+use crate::table::key_u64;
 
 fn db_dir() -> &'static Path {
     Path::new("/sim/sector")

@@ -2,7 +2,10 @@
 //! with 4 KB blocks can leave a file whose 8 KB page was being appended.
 
 use super::*;
-use crate::{key_u64, Database, Options, TornPageProtection};
+use crate::db::Database;
+use crate::options::Options;
+use crate::settings::TornPageProtection;
+use crate::table::key_u64;
 
 const PAGE: usize = 8192;
 

@@ -7,7 +7,10 @@
 
 use super::engine::{acked_after_crash, all_rows, apply, engine_options, Changes, Rows};
 use super::*;
-use crate::{key_u64, Database, Options, TornPageProtection};
+use crate::db::Database;
+use crate::options::Options;
+use crate::settings::TornPageProtection;
+use crate::table::key_u64;
 
 /// A write set of 64 rows in memory: a transaction of hundreds spills.
 fn options() -> Options {
@@ -21,7 +24,7 @@ fn options() -> Options {
 /// failed before its commit.
 fn spilled_txn(
     db: &Database,
-    table: &crate::Table,
+    table: &crate::table::Table,
     rng: &mut SplitMix64,
     n: u64,
     tag: &str,

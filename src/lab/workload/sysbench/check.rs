@@ -2,10 +2,11 @@
 //! and the `k_1` index holding exactly one entry per row.
 
 use super::{index_key, index_name, row_k, table_name, table_number, C_LEN, K_LEN, ROW_LEN};
+use crate::db::Database;
 use crate::error::{Error, Result};
 use crate::lab::workload::check::{CheckReport, Malformed};
 use crate::lab::workload::scan_all;
-use crate::{Database, Table};
+use crate::table::Table;
 
 /// Checks the sysbench tables of `db`, however many there are:
 /// [`check_tables`] over `sbtest1..N`, N the largest present, each to
@@ -188,7 +189,8 @@ mod tests {
     use super::super::{move_index_entry, set_k, Kind, Sysbench};
     use super::*;
     use crate::lab::workload::{Outcome, Rng, Scale, Workload};
-    use crate::{key_u64, Options};
+    use crate::options::Options;
+    use crate::table::key_u64;
 
     fn loaded(dir: &std::path::Path) -> (Sysbench, Database) {
         let scale = Scale {

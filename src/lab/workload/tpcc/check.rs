@@ -7,10 +7,10 @@
 //! 4. sum(O_OL_CNT) = the district's order_line rows.
 
 use super::schema::*;
+use crate::db::Database;
 use crate::error::{Error, Result};
 use crate::lab::workload::check::{CheckReport, Malformed};
 use crate::lab::workload::scan_all;
-use crate::Database;
 use std::collections::BTreeMap;
 
 #[derive(Default)]

@@ -12,7 +12,7 @@ use super::Tpcc;
 use crate::db::{key_u64, Table};
 use crate::error::{Error, Result};
 use crate::lab::workload::Tables;
-use crate::Transaction;
+use crate::txn::Transaction;
 use std::sync::atomic::Ordering::Relaxed;
 
 fn missing(table: &Table, key: &[u8]) -> Error {
